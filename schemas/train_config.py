@@ -1,0 +1,239 @@
+"""The training run's configuration: one pydantic model, read from YAML, checked as a whole before any work starts.
+
+Why one model checked up front: a GRPO run spends minutes to hours generating before the first gradient step, so an
+option combination that cannot work (a batch that does not split into groups, GSPO's sequence ratio summed over
+tokens, a reward nobody audited) must be refused at load time with a message saying what to change, not discovered
+later. The planner reads this same model to estimate cost.
+
+Paths in the model are stored as given; `training.config_io.load_train_config` resolves them against the YAML
+file's folder and checks what needs the file system (the audit report's verdict, the dataset's existence).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+LossType = Literal["grpo", "dapo", "dr_grpo", "gspo", "bnpo"]
+Aggregation = Literal["seq-mean-token-mean", "token-mean", "seq-mean-token-sum-norm", "seq-mean-token-sum"]
+ISLevel = Literal["token", "sequence"]
+
+# What each named loss means when its parts are not set explicitly (see training/losses.py for the math).
+LOSS_PRESETS: dict[str, dict[str, Any]] = {
+    "grpo": {"aggregation": "seq-mean-token-mean", "importance_sampling_level": "token"},
+    "bnpo": {"aggregation": "token-mean", "importance_sampling_level": "token"},
+    "dapo": {"aggregation": "token-mean", "importance_sampling_level": "token", "epsilon_high": 0.28},
+    "dr_grpo": {"aggregation": "seq-mean-token-sum-norm", "importance_sampling_level": "token", "scale_rewards": "none"},
+    "gspo": {"aggregation": "seq-mean-token-mean", "importance_sampling_level": "sequence",
+             "epsilon_low": 3e-4, "epsilon_high": 4e-4},
+}
+TOKEN_SUM_AGGREGATIONS = ("token-mean", "seq-mean-token-sum-norm", "seq-mean-token-sum")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelSection(_Strict):
+    """Which policy to start from. `init: random` builds a fresh model of `architecture` with `tokenizer`'s
+    vocabulary (the tiny CI config: no download, trains in seconds)."""
+
+    name: str = "default"
+    init: Literal["pretrained", "random"] = "pretrained"
+    tokenizer: str | None = None
+    architecture: dict[str, Any] = Field(default_factory=dict)
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    gradient_checkpointing: bool = False
+
+
+class LoraSection(_Strict):
+    enabled: bool = False
+    r: int = Field(16, ge=1)
+    alpha: int = Field(32, ge=1)
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+
+
+class DataSection(_Strict):
+    """A task dataset (Parquet/JSONL read by `generators.task_io`). `split` filters rows when they carry one."""
+
+    path: str
+    split: str | None = "train"
+    eval_path: str | None = None
+    eval_split: str | None = "test"
+    max_tasks: int | None = Field(None, ge=1)
+    shuffle: bool = True
+
+
+class RewardSection(_Strict):
+    """`function` is `path/to/file.py:name` or `package.module:name`; a reward that raises is an error result."""
+
+    function: str
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    audit_report: str | None = None
+    allow_unaudited: bool = False
+    timeout_s: float = Field(10.0, gt=0)
+
+
+class RolloutSection(_Strict):
+    backend: Literal["transformers", "vllm"] = "transformers"
+    num_generations: int = Field(4, ge=2)
+    max_new_tokens: int = Field(128, ge=1)
+    temperature: float = Field(1.0, gt=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    top_k: int = Field(0, ge=0)
+    environment: str | None = None  # e.g. "workplace": multi-turn tool rollouts, tool outputs masked from the loss
+    max_turns: int = Field(1, ge=1)
+    max_total_tokens: int = Field(1024, ge=16)
+    system_prompt: str | None = None
+
+
+class LossSection(_Strict):
+    """Unset fields take the preset of `type` (LOSS_PRESETS); set ones override it, and the whole is checked."""
+
+    type: LossType = "dapo"
+    aggregation: Aggregation | None = None
+    importance_sampling_level: ISLevel | None = None
+    epsilon_low: float | None = Field(None, ge=0.0)
+    epsilon_high: float | None = Field(None, ge=0.0)
+    dual_clip_c: float | None = Field(None, gt=1.0)
+    beta: float = Field(0.0, ge=0.0)
+    scale_rewards: Literal["group", "batch", "none"] | None = None
+    leave_one_out: bool = False
+    normalizer: int | None = Field(None, ge=1)  # seq-mean-token-sum-norm's constant; default max_new_tokens
+
+    def resolved(self) -> dict[str, Any]:
+        """Every field with the preset's defaults filled in (what the trainer actually uses)."""
+        preset = LOSS_PRESETS[self.type]
+        out = {"aggregation": "seq-mean-token-mean", "importance_sampling_level": "token",
+               "epsilon_low": 0.2, "epsilon_high": 0.2, "scale_rewards": "group"}
+        out.update(preset)
+        for k, v in self.model_dump().items():
+            if v is not None:
+                out[k] = v
+        if out["epsilon_high"] is None:
+            out["epsilon_high"] = out["epsilon_low"]
+        return out
+
+
+class DynamicSamplingSection(_Strict):
+    """DAPO's dynamic sampling: drop groups whose rewards are all equal and sample more until the batch is full."""
+
+    enabled: bool = True
+    max_rounds: int = Field(3, ge=1)
+
+
+class OverlongSection(_Strict):
+    """What to do with completions cut at `max_new_tokens`: nothing, mask them out, or DAPO's soft penalty."""
+
+    mode: Literal["none", "filter", "soft"] = "none"
+    buffer_tokens: int = Field(16, ge=1)
+    penalty: float = Field(1.0, ge=0.0)
+
+
+class OptimSection(_Strict):
+    lr: float = Field(1e-6, gt=0.0)
+    weight_decay: float = Field(0.0, ge=0.0)
+    max_grad_norm: float | None = Field(1.0, gt=0.0)
+    warmup_steps: int = Field(0, ge=0)
+    betas: tuple[float, float] = (0.9, 0.99)
+    num_iterations: int = Field(1, ge=1)  # inner policy updates per batch (PPO's mu); >1 makes the ratio move
+    micro_batch_size: int | None = Field(None, ge=1)  # completions per forward; None = the whole batch
+
+
+class SFTSection(_Strict):
+    """Warm start from demonstrations through TRL's SFTTrainer, before GRPO (or alone with `rlvr sft`)."""
+
+    data_path: str
+    epochs: float = Field(1.0, gt=0.0)
+    max_steps: int | None = Field(None, ge=1)
+    lr: float = Field(5e-5, gt=0.0)
+    batch_size: int = Field(4, ge=1)
+    gradient_accumulation_steps: int = Field(1, ge=1)
+    max_length: int = Field(1024, ge=16)
+    completion_only_loss: bool = True
+    lora: LoraSection = Field(default_factory=LoraSection)
+
+
+class CheckpointSection(_Strict):
+    every: int = Field(10, ge=1)
+    keep: int = Field(2, ge=1)
+    save_optimizer: bool = True
+
+
+class TrainConfig(_Strict):
+    """One GRPO-family run (optionally preceded by SFT). See examples/configs/ for complete files."""
+
+    name: str = "run"
+    seed: int = 0
+    output_dir: str = "runs/run"
+    threads: int | None = Field(None, ge=1)
+    steps: int = Field(10, ge=1)
+    batch_size: int = Field(8, ge=2)  # completions per optimizer step = prompts per step x num_generations
+    model: ModelSection = Field(default_factory=ModelSection)
+    lora: LoraSection = Field(default_factory=LoraSection)
+    data: DataSection
+    reward: RewardSection
+    rollout: RolloutSection = Field(default_factory=RolloutSection)
+    loss: LossSection = Field(default_factory=LossSection)
+    dynamic_sampling: DynamicSamplingSection = Field(default_factory=DynamicSamplingSection)
+    overlong: OverlongSection = Field(default_factory=OverlongSection)
+    optim: OptimSection = Field(default_factory=OptimSection)
+    sft: SFTSection | None = None
+    checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
+    eval_every: int | None = Field(None, ge=1)
+    eval_tasks: int = Field(32, ge=1)
+
+    @property
+    def prompts_per_step(self) -> int:
+        return self.batch_size // self.rollout.num_generations
+
+    @model_validator(mode="after")
+    def _compatible(self) -> "TrainConfig":
+        problems: list[str] = []
+        g = self.rollout.num_generations
+        if self.batch_size % g:
+            lo, hi = (self.batch_size // g) * g, (self.batch_size // g + 1) * g
+            problems.append(
+                f"batch_size {self.batch_size} is not a multiple of rollout.num_generations {g}: each prompt's group "
+                f"must be whole; set batch_size to {lo or hi} or {hi}, or change num_generations"
+            )
+        mb = self.optim.micro_batch_size
+        if mb is not None and self.batch_size % mb:
+            problems.append(f"optim.micro_batch_size {mb} does not divide batch_size {self.batch_size}")
+        loss = self.loss.resolved()
+        if loss["importance_sampling_level"] == "sequence" and loss["aggregation"] in TOKEN_SUM_AGGREGATIONS:
+            problems.append(
+                f"loss: a sequence-level importance ratio (GSPO) with aggregation {loss['aggregation']!r} sums one "
+                "per-sequence term over tokens, weighting sequences by length instead of optimising GSPO's "
+                "objective; set loss.aggregation: seq-mean-token-mean (or loss.type: gspo without an aggregation)"
+            )
+        if not self.reward.audit_report and not self.reward.allow_unaudited:
+            problems.append(
+                "reward: no audit report; run `rlvr audit ... --json REPORT` and set reward.audit_report: REPORT, or "
+                "set reward.allow_unaudited: true to train on an unaudited reward knowingly"
+            )
+        if self.overlong.mode == "soft" and self.overlong.buffer_tokens >= self.rollout.max_new_tokens:
+            problems.append(
+                f"overlong.buffer_tokens {self.overlong.buffer_tokens} must be below rollout.max_new_tokens "
+                f"{self.rollout.max_new_tokens} (the soft penalty ramps over the last buffer_tokens tokens)"
+            )
+        if self.rollout.max_turns > 1 and not self.rollout.environment:
+            problems.append("rollout.max_turns > 1 needs rollout.environment (e.g. workplace) to answer tool calls")
+        if self.rollout.environment and self.rollout.backend == "vllm":
+            problems.append("multi-turn environments run on rollout.backend: transformers for now; unset vllm")
+        if self.model.init == "random" and not (self.model.tokenizer or self.model.name):
+            problems.append("model.init: random needs model.tokenizer (the vocabulary to build the model for)")
+        if self.model.dtype == "float16" and self.model.init == "random":
+            problems.append("model.dtype float16 cannot train a random-init model stably; use float32 or bfloat16")
+        if problems:
+            raise ValueError("incompatible training options:\n  - " + "\n  - ".join(problems))
+        return self
+
+    def config_hash(self) -> str:
+        """Digest of the canonical JSON form: two runs with the same hash ran the same configuration."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
