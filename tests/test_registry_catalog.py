@@ -1,0 +1,152 @@
+"""The checkpoint registry on a real SQLite file: register, promote, rollback with the hash check, delete only
+with yes, and two processes writing at once without corrupting the catalog."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from training.registry import Registry, RegistryError, make_manifest, read_manifest
+
+
+def make_checkpoint(root: Path, name: str, seed: int, parent: str | None = None) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    g = torch.Generator().manual_seed(seed)
+    save_file({"w": torch.randn(16, 8, generator=g), "b": torch.randn(8, generator=g)},
+              str(folder / "model.safetensors"))
+    make_manifest(folder, name=name, base_model="tiny-llama", parent=parent, step=seed,
+                  metrics={"reward": seed / 10})
+    return folder
+
+
+def test_promote_rollback_with_hash_check(tmp_path):
+    reg = Registry(tmp_path / "registry.sqlite")
+    for i, name in enumerate(["ck-a", "ck-b", "ck-c"]):
+        reg.register_checkpoint(make_checkpoint(tmp_path, name, i, parent=None if i == 0 else ["ck-a", "ck-b"][i - 1]))
+    assert [c.name for c in reg.lineage("ck-c")] == ["ck-c", "ck-b", "ck-a"]
+
+    with pytest.raises(RegistryError, match="never been promoted"):
+        reg.rollback()
+    reg.promote("ck-a")
+    with pytest.raises(RegistryError, match="no earlier promoted checkpoint"):
+        reg.rollback()
+    reg.promote("ck-b")
+    reg.promote("ck-c", note="better")
+    assert reg.checkpoint("production").name == "ck-c"
+
+    r = reg.rollback()
+    assert (r.checkpoint, r.previous, r.action) == ("ck-b", "ck-c", "rollback")
+    assert reg.resolve("production") == "ck-b"
+    assert reg.checkpoint("ck-b").aliases == ["production"]
+
+    # the weights of ck-a change on disk: rolling back to it is refused and production stays on ck-b
+    save_file({"w": torch.zeros(16, 8), "b": torch.zeros(8)}, str(tmp_path / "ck-a" / "model.safetensors"))
+    with pytest.raises(RegistryError, match="refusing to roll production back to 'ck-a'"):
+        reg.rollback()
+    assert reg.resolve("production") == "ck-b"
+    with pytest.raises(RegistryError, match="refusing to promote"):
+        reg.promote("ck-a")
+    ok, msg = reg.verify("ck-a")
+    assert not ok and "registered" in msg
+    assert [h.action for h in reg.history()] == ["promote", "promote", "promote", "rollback"]
+    assert reg.integrity_check() == "ok"
+
+
+def test_register_refuses_tampered_or_incomplete_and_name_clash(tmp_path):
+    reg = Registry(tmp_path / "r.sqlite")
+    folder = make_checkpoint(tmp_path, "ck", 1)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RegistryError, match="no manifest.json"):
+        reg.register_checkpoint(tmp_path / "empty")
+    save_file({"w": torch.ones(2)}, str(folder / "model.safetensors"))
+    with pytest.raises(RegistryError, match="does not match the manifest"):
+        reg.register_checkpoint(folder)
+    other = make_checkpoint(tmp_path / "x", "ck", 2)
+    reg.register_checkpoint(other)
+    assert reg.register_checkpoint(other).name == "ck"  # same weights again: idempotent
+    clash = make_checkpoint(tmp_path / "y", "ck", 3)
+    with pytest.raises(RegistryError, match="already registered with other weights"):
+        reg.register_checkpoint(clash)
+    assert read_manifest(clash).name == "ck"
+
+
+def test_delete_needs_yes_and_not_current(tmp_path):
+    reg = Registry(tmp_path / "r.sqlite")
+    reg.register_checkpoint(make_checkpoint(tmp_path, "old", 1))
+    reg.register_checkpoint(make_checkpoint(tmp_path, "new", 2))
+    reg.promote("new")
+    with pytest.raises(RegistryError, match="current production"):
+        reg.delete_checkpoint("new", yes=True)
+    with pytest.raises(RegistryError, match="pass --yes"):
+        reg.delete_checkpoint("old", remove_files=True)
+    assert (tmp_path / "old").is_dir() and len(reg.checkpoints()) == 2
+    reg.delete_checkpoint("old", yes=True, remove_files=True)
+    assert not (tmp_path / "old").exists() and [c.name for c in reg.checkpoints()] == ["new"]
+
+
+def test_datasets_rewards_audits_runs_are_recorded(tmp_path):
+    from generators.task_io import write_tasks
+    from schemas.task import TaskRow
+
+    data = write_tasks([TaskRow(id=f"t{i}", split="test" if i % 2 else "train",
+                                prompt=[{"role": "user", "content": "hi"}]) for i in range(5)],
+                       tmp_path / "d.parquet")
+    reg = Registry(tmp_path / "r.sqlite")
+    d = reg.register_dataset(data, name="toy")
+    assert d.counts == {"train": 3, "test": 2, "total": 5}
+    assert reg.register_dataset(data).hash == d.hash and len(reg.datasets()) == 1
+    assert reg.dataset(d.hash[:10]).name == "toy"
+    reg.register_reward_version("exact", "abc123", "v1")
+    reg.record_audit("exact@abc123", True, dataset_hash=d.hash, summary={"dominance": True})
+    run = reg.start_run("demo", config={"steps": 2}, dataset_hash=d.hash)
+    reg.finish_run(run.id, metrics={"reward": 0.5})
+    assert reg.run(run.id).status == "finished" and reg.run(run.id).metrics == {"reward": 0.5}
+    assert reg.audits("exact@abc123")[0].summary == {"dominance": True}
+
+
+def _writer(db: str, root: str, tag: str, n: int, queue, barrier) -> None:
+    """One process: register n checkpoints, promote each, log a run per checkpoint."""
+    try:
+        reg = Registry(db)
+        barrier.wait(60)  # both processes start writing together
+        for i in range(n):
+            folder = make_checkpoint(Path(root), f"{tag}-{i}", i)
+            reg.register_checkpoint(folder)
+            reg.promote(f"{tag}-{i}")
+            run = reg.start_run(f"{tag}-run", kind="grpo")
+            reg.finish_run(run.id, metrics={"i": float(i)})
+        reg.close()
+        queue.put((tag, "ok"))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent
+        queue.put((tag, repr(exc)))
+
+
+def test_two_processes_writing_at_once_do_not_corrupt(tmp_path):
+    db = str(tmp_path / "shared.sqlite")
+    Registry(db).close()
+    ctx = mp.get_context("spawn")
+    queue, barrier = ctx.Queue(), ctx.Barrier(2)
+    n = 25
+    procs = [ctx.Process(target=_writer, args=(db, str(tmp_path), tag, n, queue, barrier)) for tag in ("p1", "p2")]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    results = dict(queue.get(timeout=5) for _ in procs)
+    assert results == {"p1": "ok", "p2": "ok"}
+    reg = Registry(db)
+    assert reg.integrity_check() == "ok"
+    assert len(reg.checkpoints()) == 2 * n
+    hist = reg.history()
+    assert len(hist) == 2 * n
+    # each history entry's `previous` is exactly the entry before it: promotions were serialised, none lost
+    assert [h.previous for h in hist[1:]] == [h.checkpoint for h in hist[:-1]]
+    assert reg.resolve("production") == hist[-1].checkpoint
+    tags = [h.checkpoint.split("-")[0] for h in hist]
+    assert sum(a != b for a, b in zip(tags, tags[1:])) >= 2, "the two writers never interleaved"
+    assert sum(1 for r in reg.runs() if r.status == "finished") == 2 * n
