@@ -1,0 +1,106 @@
+"""Selection widgets shared by pages: a dataset, a reward function, an audit report from the workspace.
+
+Why here and not in each page: the same choice ("which dataset?", "which reward?") appears on four pages and must
+list the same files the same way. Reward files are listed by parsing them (`ast`), never by importing them: user
+code runs only inside the rewards sandbox, when a page asks the library to score.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from studio.workspace import Workspace
+
+
+def dataset_paths(ws: Workspace) -> list[Path]:
+    """Datasets in the workspace: Parquet/JSONL files and generated folders (those holding Parquet parts)."""
+    out: list[Path] = []
+    for p in ws.files("datasets", "*.parquet", "*.jsonl", "*"):
+        if p.is_dir():
+            if any(p.glob("*.parquet")) or any(p.glob("*/*.parquet")):
+                out.append(p)
+        elif p.suffix in (".parquet", ".jsonl") and p not in out:
+            out.append(p)
+    return out
+
+
+def pick_dataset(ws: Workspace, label: str = "dataset", key: str = "dataset") -> Path | None:
+    paths = dataset_paths(ws)
+    if not paths:
+        st.info("No dataset in the workspace yet: generate one on the Datasets page.")
+        return None
+    names = [ws.rel(p) for p in paths]
+    choice = st.selectbox(label, names, key=key)
+    return ws.resolve(choice) if choice else None
+
+
+def function_names(path: Path) -> list[str]:
+    """Top-level function names of a Python file (parsed, not executed); reward-looking names first."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    names = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+             and not n.name.startswith("_")]
+    return sorted(names, key=lambda n: (0 if "reward" in n or "verif" in n else 1, names.index(n)))
+
+
+def pick_reward(ws: Workspace, key: str = "reward") -> str | None:
+    """`path/to/file.py:function` of a reward in the workspace's `rewards/` folder."""
+    files = ws.files("rewards", "*.py")
+    if not files:
+        st.info("No reward file in the workspace yet: write one on the Rewards page.")
+        return None
+    c1, c2 = st.columns([2, 1])
+    fname = c1.selectbox("reward file", [ws.rel(p) for p in files], key=f"{key}_file")
+    path = ws.resolve(fname)
+    fns = function_names(path)
+    if not fns:
+        c2.warning("no function in this file")
+        return None
+    fn = c2.selectbox("function", fns, key=f"{key}_fn")
+    return f"{path}:{fn}"
+
+
+def file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def reward_file(reward_spec: str) -> Path:
+    return Path(reward_spec.rsplit(":", 1)[0])
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def audit_meta_path(report: Path) -> Path:
+    return report.with_name(report.stem + ".meta.json")
+
+
+def audits_for(ws: Workspace, reward_spec: str) -> list[tuple[Path, dict, dict]]:
+    """Audit reports in the workspace made for this reward at its current content (file hash), newest first.
+
+    An edited reward file has a new hash, so an old audit no longer counts for it.
+    """
+    path = reward_file(reward_spec)
+    current = file_hash(path) if path.is_file() else None
+    out = []
+    for rep in ws.files("audits", "*.json"):
+        if rep.name.endswith(".meta.json"):
+            continue
+        meta = read_json(audit_meta_path(rep)) or {}
+        if meta.get("reward") == reward_spec and meta.get("reward_hash") == current:
+            report = read_json(rep)
+            if isinstance(report, dict):
+                out.append((rep, report, meta))
+    return out
