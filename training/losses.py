@@ -1,0 +1,242 @@
+"""Policy losses and advantages of the GRPO family as pure, typed functions, with registries by name.
+
+Why this shape (as in verl's policy-loss registry and prime-rl's typed loss inputs/outputs): the math of GRPO,
+DAPO, Dr. GRPO and GSPO differs in three separable places -- how advantages are normalised, how the importance
+ratio is formed and clipped, and how per-token losses are aggregated into one number. Keeping each a small pure
+function (no model, no trainer state) makes every variant a combination of named parts, testable against TRL and a
+float64 reference without running a trainer.
+
+Shapes: B sequences, T completion positions. `mask` is 1 on tokens the policy generated and 0 on padding and on
+tool-output tokens (multi-turn), which are never trained on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Literal
+
+import torch
+
+Tensor = torch.Tensor
+
+
+# ---------------------------------------------------------------------------------------------------- advantages
+def group_advantages(
+    rewards: Tensor,
+    group_size: int,
+    *,
+    scale: Literal["group", "batch", "none"] = "group",
+    leave_one_out: bool = False,
+    eps: float = 1e-4,
+) -> tuple[Tensor, Tensor]:
+    """Advantages of rewards laid out as consecutive groups of `group_size` completions of one prompt.
+
+    Returns (advantages (N,), zero_std (N,) bool). `scale="group"` divides by the group's (unbiased) std as GRPO
+    does, "batch" by the whole batch's std, "none" not at all (Dr. GRPO: std scaling biases towards easy and
+    hard prompts). `leave_one_out` uses the mean of the *other* completions as the baseline (RLOO), which makes
+    the baseline independent of the sample it scores.
+    """
+    if rewards.dim() != 1 or rewards.numel() % group_size:
+        raise ValueError(f"rewards must be 1-D with a multiple of group_size={group_size} items, got {tuple(rewards.shape)}")
+    if group_size < 2:
+        raise ValueError("group_size must be at least 2: a group of one has no baseline")
+    grouped = rewards.view(-1, group_size)
+    mean = grouped.mean(dim=1, keepdim=True)
+    std_group = grouped.std(dim=1, keepdim=True)  # unbiased, as TRL's nanstd
+    if leave_one_out:
+        baseline = (grouped.sum(dim=1, keepdim=True) - grouped) / (group_size - 1)
+        adv = grouped - baseline
+    else:
+        adv = grouped - mean
+    zero_std = torch.isclose(std_group, torch.zeros_like(std_group)).expand_as(grouped)
+    if scale == "group":
+        adv = adv / (std_group + eps)
+    elif scale == "batch":
+        std_b = rewards.std() if rewards.numel() > 1 else torch.zeros((), dtype=rewards.dtype)
+        adv = adv / (std_b + eps)
+    elif scale != "none":
+        raise ValueError(f"scale must be group, batch or none, got {scale!r}")
+    return adv.reshape(-1), zero_std.reshape(-1)
+
+
+# ------------------------------------------------------------------------------------------- importance ratios
+def log_importance_ratio(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor, level: str = "token") -> Tensor:
+    """log(pi/pi_old) per token (B, T), or GSPO's length-normalised sequence ratio (B, 1): the masked mean of the
+    token log-ratios, so that one sequence has one ratio whatever its length."""
+    log_ratio = logprobs - old_logprobs
+    if level == "token":
+        return log_ratio
+    if level == "sequence":
+        seq = (log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+        return seq.unsqueeze(-1)
+    raise ValueError(f"importance sampling level must be 'token' or 'sequence', got {level!r}")
+
+
+def k3_kl(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
+    """Schulman's k3 estimator of KL(pi || ref) per token: exp(r - p) - (r - p) - 1 >= 0, unbiased and low variance."""
+    d = ref_logprobs - logprobs
+    return torch.exp(d) - d - 1
+
+
+# -------------------------------------------------------------------------------------------- per-token losses
+@dataclass(frozen=True)
+class PolicyLossInputs:
+    """What a per-token policy loss needs; tensors are (B, T) except advantages (B,)."""
+
+    logprobs: Tensor
+    old_logprobs: Tensor
+    advantages: Tensor
+    mask: Tensor
+    ref_logprobs: Tensor | None = None
+
+
+@dataclass(frozen=True)
+class PolicyLossParams:
+    epsilon_low: float = 0.2
+    epsilon_high: float = 0.2
+    dual_clip_c: float | None = None
+    importance_sampling_level: str = "token"
+    beta: float = 0.0
+
+
+@dataclass
+class PolicyLossOutputs:
+    """`per_token_loss` (B, T) before aggregation and detached statistics for the metrics log."""
+
+    per_token_loss: Tensor
+    stats: dict[str, Tensor] = field(default_factory=dict)
+
+
+PolicyLossFn = Callable[[PolicyLossInputs, PolicyLossParams], PolicyLossOutputs]
+POLICY_LOSSES: dict[str, PolicyLossFn] = {}
+
+
+def register_policy_loss(name: str) -> Callable[[PolicyLossFn], PolicyLossFn]:
+    def deco(fn: PolicyLossFn) -> PolicyLossFn:
+        POLICY_LOSSES[name] = fn
+        return fn
+
+    return deco
+
+
+def _masked_mean(x: Tensor, mask: Tensor) -> Tensor:
+    x = x.expand_as(mask) if x.shape != mask.shape else x
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+@register_policy_loss("clipped")
+def clipped_policy_loss(inp: PolicyLossInputs, p: PolicyLossParams) -> PolicyLossOutputs:
+    """PPO's clipped surrogate with asymmetric clipping [1 - eps_low, 1 + eps_high] (DAPO's clip-higher) and an
+    optional dual clip (for negative advantages the loss is capped at c * |A|, so a huge ratio on a bad sample cannot
+    blow up the update). Token or sequence (GSPO) importance ratios; k3 KL to a reference added when beta > 0."""
+    adv = inp.advantages.unsqueeze(-1) if inp.advantages.dim() == 1 else inp.advantages
+    log_w = log_importance_ratio(inp.logprobs, inp.old_logprobs, inp.mask, p.importance_sampling_level)
+    ratio = torch.exp(log_w)
+    clipped = torch.clamp(ratio, 1 - p.epsilon_low, 1 + p.epsilon_high)
+    loss1 = -ratio * adv
+    loss2 = -clipped * adv
+    per_token = torch.max(loss1, loss2)
+    if p.dual_clip_c is not None:
+        capped = torch.min(per_token, -adv * p.dual_clip_c)
+        per_token = torch.where(adv < 0, capped, per_token)
+    per_token = per_token.expand_as(inp.mask) if per_token.shape != inp.mask.shape else per_token
+    stats: dict[str, Tensor] = {}
+    with torch.no_grad():
+        m = inp.mask
+        stats["clip_low_frac"] = _masked_mean(((ratio < 1 - p.epsilon_low) & (adv < 0)).float(), m)
+        stats["clip_high_frac"] = _masked_mean(((ratio > 1 + p.epsilon_high) & (adv > 0)).float(), m)
+        stats["ratio_mean"] = _masked_mean(ratio.detach(), m)
+    if p.beta != 0.0:
+        if inp.ref_logprobs is None:
+            raise ValueError("beta > 0 needs ref_logprobs (the reference model's log-probs)")
+        kl = k3_kl(inp.logprobs, inp.ref_logprobs)
+        per_token = per_token + p.beta * kl
+        stats["kl"] = _masked_mean(kl.detach(), inp.mask)
+    return PolicyLossOutputs(per_token, stats)
+
+
+# ------------------------------------------------------------------------------------------------ aggregation
+@dataclass(frozen=True)
+class AggregationScope:
+    """The denominators of the whole optimizer batch. With micro-batches, each micro-batch's loss is divided by
+    the batch totals, so that the sum of micro-batch gradients equals the full-batch gradient exactly."""
+
+    num_sequences: float
+    num_tokens: float
+    normalizer: float = 1.0  # Dr. GRPO's constant (max completion length)
+
+
+AggregationFn = Callable[[Tensor, Tensor, AggregationScope], Tensor]
+AGGREGATIONS: dict[str, AggregationFn] = {}
+
+
+def register_aggregation(name: str) -> Callable[[AggregationFn], AggregationFn]:
+    def deco(fn: AggregationFn) -> AggregationFn:
+        AGGREGATIONS[name] = fn
+        return fn
+
+    return deco
+
+
+@register_aggregation("seq-mean-token-mean")
+def seq_mean_token_mean(per_token: Tensor, mask: Tensor, scope: AggregationScope) -> Tensor:
+    """GRPO: each sequence's mean over its tokens, then the mean over sequences (short answers weigh more per token)."""
+    per_seq = (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+    return per_seq.sum() / scope.num_sequences
+
+
+@register_aggregation("token-mean")
+def token_mean(per_token: Tensor, mask: Tensor, scope: AggregationScope) -> Tensor:
+    """DAPO (and TRL's bnpo/dapo): every generated token of the batch weighs the same."""
+    return (per_token * mask).sum() / max(scope.num_tokens, 1.0)
+
+
+@register_aggregation("seq-mean-token-sum-norm")
+def seq_mean_token_sum_norm(per_token: Tensor, mask: Tensor, scope: AggregationScope) -> Tensor:
+    """Dr. GRPO: token sums divided by a constant (sequences x max length), so length biases no gradient."""
+    return (per_token * mask).sum() / (scope.num_sequences * scope.normalizer)
+
+
+@register_aggregation("seq-mean-token-sum")
+def seq_mean_token_sum(per_token: Tensor, mask: Tensor, scope: AggregationScope) -> Tensor:
+    return (per_token * mask).sum() / scope.num_sequences
+
+
+def aggregate(name: str, per_token: Tensor, mask: Tensor, scope: AggregationScope | None = None) -> Tensor:
+    if name not in AGGREGATIONS:
+        raise KeyError(f"unknown aggregation {name!r}; known: {sorted(AGGREGATIONS)}")
+    if scope is None:
+        scope = AggregationScope(num_sequences=float(mask.shape[0]), num_tokens=float(mask.sum().item()))
+    return AGGREGATIONS[name](per_token, mask, scope)
+
+
+def policy_loss(
+    inputs: PolicyLossInputs,
+    params: PolicyLossParams,
+    *,
+    aggregation: str,
+    scope: AggregationScope | None = None,
+    loss_fn: str = "clipped",
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """The scalar loss of one (micro-)batch: the named per-token loss, then the named aggregation."""
+    if loss_fn not in POLICY_LOSSES:
+        raise KeyError(f"unknown policy loss {loss_fn!r}; known: {sorted(POLICY_LOSSES)}")
+    out = POLICY_LOSSES[loss_fn](inputs, params)
+    return aggregate(aggregation, out.per_token_loss, inputs.mask, scope), out.stats
+
+
+# ------------------------------------------------------------------------------------------------- log-probs
+def token_logprobs(logits: Tensor, targets: Tensor, temperature: float = 1.0) -> Tensor:
+    """log p(target) under logits / temperature, computed as logit - logsumexp to avoid a full log_softmax copy."""
+    if temperature != 1.0:
+        logits = logits / temperature
+    picked = torch.gather(logits, -1, targets.unsqueeze(-1)).squeeze(-1)
+    return picked - torch.logsumexp(logits, dim=-1)
+
+
+def token_entropy(logits: Tensor, temperature: float = 1.0) -> Tensor:
+    """Entropy per position (no gradient; a metric)."""
+    with torch.no_grad():
+        logits = logits.detach().float() / temperature
+        logp = torch.log_softmax(logits, dim=-1)
+        return -(logp.exp() * logp).sum(-1)

@@ -1,0 +1,74 @@
+"""Building the policy to train from a TrainConfig's model section: the embedded model, a local folder, or a fresh
+random-initialised small model with a real tokenizer (the tiny CI config), optionally wrapped in LoRA.
+
+Why random init exists: CI must exercise the whole trainer (rollout, loss, checkpoint, resume) in seconds, with the
+real SmolLM2 vocabulary and chat template so that every code path is the one used on the real model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from schemas.train_config import LoraSection, ModelSection
+
+TINY_ARCHITECTURE = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 2048,
+    "tie_word_embeddings": True,
+}
+
+
+def build_random_model(tokenizer: Any, architecture: dict[str, Any] | None = None, seed: int = 0) -> Any:
+    """A Llama-architecture model with fresh weights, sized by `architecture`, for `tokenizer`'s vocabulary."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    arch = {**TINY_ARCHITECTURE, **(architecture or {})}
+    cfg = LlamaConfig(
+        vocab_size=len(tokenizer),
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        **arch,
+    )
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(cfg)
+
+
+def load_policy(section: ModelSection, *, seed: int = 0, threads: int | None = None, source: str | None = None) -> tuple[Any, Any]:
+    """(model, tokenizer) for training, in train mode. `source` overrides `section.name` (a checkpoint to resume)."""
+    import torch
+
+    from training.model import configure_threads, load_model, load_tokenizer
+
+    configure_threads(threads)
+    if section.init == "random" and source is None:
+        tok = load_tokenizer(section.tokenizer or "default")
+        model = build_random_model(tok, section.architecture, seed=seed)
+        model.to(getattr(torch, section.dtype))
+    else:
+        model, tok = load_model(source or section.name, threads=threads, dtype=section.dtype, device="cpu"
+                                if not torch.cuda.is_available() else None)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
+    if section.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = True
+    model.generation_config.pad_token_id = tok.pad_token_id
+    return model, tok
+
+
+def apply_lora(model: Any, lora: LoraSection) -> Any:
+    """Wrap the model in a peft LoRA adapter (only adapter weights train and are checkpointed)."""
+    if not lora.enabled:
+        return model
+    from peft import LoraConfig, get_peft_model
+
+    cfg = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                     target_modules=lora.target_modules, task_type="CAUSAL_LM")
+    return get_peft_model(model, cfg)

@@ -1,0 +1,223 @@
+"""Rollouts: sample G completions per prompt, batched, with a KV cache, recording each token's log-prob as it is
+sampled.
+
+Why our own sampling loop rather than `model.generate`: the loop is twenty lines, keeps only the sampled token's
+log-prob (not T x B x vocab logits), stops as soon as every row has ended, draws from a seeded `torch.Generator`
+(so a resumed run samples exactly what the uninterrupted run would have), and uses position ids derived from the
+attention mask, the same ones the training forward uses, so generation-time and training-time log-probs agree.
+
+The vLLM backend (`backend: vllm` in the config) lives in `training.rollout_vllm` and is imported only when chosen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+
+from training.losses import token_logprobs
+
+Tensor = torch.Tensor
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_new_tokens: int = 128
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int = 0
+
+
+@dataclass
+class RolloutBatch:
+    """B = prompts x G rows. Prompts are left-padded, completions right-padded.
+
+    `completion_mask` marks real completion tokens (generated and, in multi-turn rollouts, tool-output tokens);
+    `loss_mask` marks only the tokens the policy generated, the ones trained on. `logprobs` are the sampling
+    log-probs (0 elsewhere); `truncated` rows hit the length limit without ending.
+    """
+
+    prompt_ids: Tensor
+    prompt_mask: Tensor
+    completion_ids: Tensor
+    completion_mask: Tensor
+    loss_mask: Tensor
+    logprobs: Tensor
+    truncated: Tensor
+    texts: list[str]
+    group_index: list[int]
+    extras: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return self.completion_ids.shape[0]
+
+    def select(self, rows: list[int]) -> "RolloutBatch":
+        idx = torch.tensor(rows, dtype=torch.long)
+        return RolloutBatch(
+            self.prompt_ids[idx], self.prompt_mask[idx], self.completion_ids[idx], self.completion_mask[idx],
+            self.loss_mask[idx], self.logprobs[idx], self.truncated[idx], [self.texts[i] for i in rows],
+            [self.group_index[i] for i in rows], [self.extras[i] for i in rows] if self.extras else [],
+        )
+
+
+class RolloutBackend(Protocol):
+    def generate(self, prompts: list[list[dict[str, Any]]], num_generations: int, params: SamplingParams) -> RolloutBatch:
+        ...
+
+
+def render_prompts(tokenizer: Any, prompts: list[list[dict[str, Any]]], tools: list[list[dict]] | None = None) -> list[list[int]]:
+    """Each chat prompt through the tokenizer's chat template with the generation prompt appended."""
+    out = []
+    for i, messages in enumerate(prompts):
+        kwargs = {"tools": tools[i]} if tools and tools[i] else {}
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True, **kwargs)
+        out.append(list(ids["input_ids"]))
+    return out
+
+
+def left_pad(seqs: list[list[int]], pad_id: int) -> tuple[Tensor, Tensor]:
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        if s:
+            ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
+            mask[i, width - len(s):] = 1
+    return ids, mask
+
+
+def positions(mask: Tensor) -> Tensor:
+    """Position ids that skip left padding: the first real token of every row is position 0."""
+    return (mask.cumsum(-1) - 1).clamp(min=0)
+
+
+def _filter_logits(logits: Tensor, top_k: int, top_p: float) -> Tensor:
+    if top_k and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1, None]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
+        cum = torch.softmax(sorted_logits, dim=-1).cumsum(-1)
+        drop = cum - torch.softmax(sorted_logits, dim=-1) > top_p
+        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
+        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+    return logits
+
+
+@torch.no_grad()
+def sample_tokens(
+    model: Any,
+    prompt_ids: Tensor,
+    prompt_mask: Tensor,
+    params: SamplingParams,
+    *,
+    eos_ids: set[int],
+    pad_id: int,
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Sample up to max_new_tokens per row with a KV cache. Returns (ids, mask, logprobs, ended), each (B, T) but
+    `ended` (B,). A row's mask covers its tokens up to and including its end token."""
+    from transformers import DynamicCache
+
+    device = prompt_ids.device
+    b = prompt_ids.shape[0]
+    cache = DynamicCache()
+    attn = prompt_mask.clone()
+    out = model(input_ids=prompt_ids, attention_mask=attn, position_ids=positions(attn), past_key_values=cache,
+                use_cache=True, logits_to_keep=1)
+    next_pos = attn.sum(-1, keepdim=True)
+    eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=device)
+    done = torch.zeros(b, dtype=torch.bool, device=device)
+    ids, lps, masks = [], [], []
+    for _ in range(params.max_new_tokens):
+        logits = out.logits[:, -1, :].float()
+        scaled = logits / params.temperature
+        filtered = _filter_logits(scaled, params.top_k, params.top_p)
+        probs = torch.softmax(filtered, dim=-1)
+        tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        lp = token_logprobs(scaled, tok)
+        live = ~done
+        tok = torch.where(live, tok, torch.full_like(tok, pad_id))
+        ids.append(tok)
+        lps.append(torch.where(live, lp, torch.zeros_like(lp)))
+        masks.append(live.long())
+        done = done | torch.isin(tok, eos)
+        if bool(done.all()):
+            break
+        attn = torch.cat([attn, live.long().unsqueeze(-1)], dim=-1)
+        out = model(input_ids=tok.unsqueeze(-1), attention_mask=attn, position_ids=next_pos, past_key_values=cache,
+                    use_cache=True)
+        next_pos = next_pos + 1
+    return torch.stack(ids, 1), torch.stack(masks, 1), torch.stack(lps, 1), done
+
+
+def end_token_ids(tokenizer: Any, model: Any | None = None) -> set[int]:
+    """Every id that ends a turn: the tokenizer's eos and the generation config's (SmolLM2 ends turns with
+    <|im_end|>)."""
+    ids: set[int] = set()
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    gen = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if isinstance(gen, int):
+        ids.add(gen)
+    elif isinstance(gen, (list, tuple)):
+        ids.update(int(x) for x in gen)
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>") if "<|im_end|>" in tokenizer.get_vocab() else None
+    if im_end is not None:
+        ids.add(int(im_end))
+    return ids
+
+
+class TransformersBackend:
+    """Rollouts on the training model itself (CPU or one GPU): no weight sync, the policy is always current."""
+
+    def __init__(self, model: Any, tokenizer: Any, chunk_size: int | None = None):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.chunk_size = chunk_size
+        self.eos_ids = end_token_ids(tokenizer, model)
+
+    def generate_ids(self, prompt_ids: list[list[int]], num_generations: int, params: SamplingParams) -> RolloutBatch:
+        tok = self.tokenizer
+        rows = [p for p in prompt_ids for _ in range(num_generations)]
+        group_index = [i for i in range(len(prompt_ids)) for _ in range(num_generations)]
+        device = next(self.model.parameters()).device
+        p_ids, p_mask = left_pad(rows, tok.pad_token_id)
+        gen = torch.Generator(device="cpu").manual_seed(params.seed)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            chunk = self.chunk_size or len(rows)
+            parts = []
+            for s in range(0, len(rows), chunk):
+                parts.append(sample_tokens(self.model, p_ids[s:s + chunk].to(device), p_mask[s:s + chunk].to(device),
+                                           params, eos_ids=self.eos_ids, pad_id=tok.pad_token_id, generator=gen))
+        finally:
+            self.model.train(was_training)
+        width = max(p[0].shape[1] for p in parts)
+
+        def cat(i: int, fill: float | int) -> Tensor:
+            return torch.cat([torch.nn.functional.pad(p[i].cpu(), (0, width - p[i].shape[1]), value=fill) for p in parts])
+
+        c_ids, c_mask, lps = cat(0, tok.pad_token_id), cat(1, 0), cat(2, 0.0)
+        ended = torch.cat([p[3].cpu() for p in parts])
+        texts = [tok.decode(c_ids[i][c_mask[i].bool()], skip_special_tokens=True) for i in range(len(rows))]
+        return RolloutBatch(p_ids, p_mask, c_ids, c_mask, c_mask.clone(), lps, ~ended, texts, group_index,
+                            [{} for _ in rows])
+
+    def generate(self, prompts: list[list[dict[str, Any]]], num_generations: int, params: SamplingParams) -> RolloutBatch:
+        return self.generate_ids(render_prompts(self.tokenizer, prompts), num_generations, params)
+
+
+def make_backend(name: str, model: Any, tokenizer: Any, **kwargs: Any) -> RolloutBackend:
+    """The rollout backend by config name; vLLM is imported here and only here, when asked for."""
+    if name == "transformers":
+        return TransformersBackend(model, tokenizer, chunk_size=kwargs.get("chunk_size"))
+    if name == "vllm":
+        from training.rollout_vllm import VLLMBackend  # noqa: PLC0415 - optional heavy dependency
+
+        return VLLMBackend(model, tokenizer, **kwargs)
+    raise ValueError(f"unknown rollout backend {name!r}: use transformers or vllm")
