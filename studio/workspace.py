@@ -108,7 +108,7 @@ class Workspace:
         if not REPO_EXAMPLES.is_dir():
             return copied
         targets = {
-            "specs": ("*.yaml", "*.yml", "specs/*.yaml", "specs/*.yml"),
+            "specs": ("datasets/*.yaml", "datasets/*.yml", "specs/*.yaml", "specs/*.yml"),
             "rewards": ("rewards/*.py",),
             "configs": ("configs/*.yaml", "configs/*.yml"),
         }
