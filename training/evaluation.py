@@ -41,7 +41,7 @@ def task_reward_kwargs(task: TaskRow) -> dict[str, Any]:
     """The keyword arguments a reward receives for a task: its reference fields and its metadata columns."""
     kwargs: dict[str, Any] = dict(task.metadata)
     kwargs.update(
-        task_id=task.id,
+        id=task.id,
         answer=task.answer,
         ground_truth_calls=[c.model_dump() for c in task.ground_truth_calls] if task.ground_truth_calls else None,
         tools=[t.model_dump() for t in task.tools] if task.tools else None,
@@ -137,7 +137,21 @@ class CompletionRunner:
         messages = [m.model_dump(exclude_none=True) for m in task.prompt]
         texts = sample_completions(self.model, self.tokenizer, messages, n=n, temperature=self.temperature,
                                    max_new_tokens=self.max_new_tokens, seed=seed)
-        return [sample_from_result(t, score_completion(self.reward, t, task, self.pass_threshold)) for t in texts]
+        return score_texts(self.reward, texts, task, self.pass_threshold)
+
+
+def score_texts(reward: Any, texts: list[str], task: TaskRow, pass_threshold: float = 1.0) -> list[SampleResult]:
+    """Score completions of one task: through the reward's `score_batch` when it has one (the training loader's
+    `LoadedReward`, sandboxed and versioned), else by calling it per completion."""
+    batch = getattr(reward, "score_batch", None)
+    if callable(batch):
+        kwargs = task_reward_kwargs(task)
+        try:
+            results = list(batch(texts, [kwargs] * len(texts)))
+        except Exception as exc:  # noqa: BLE001 - a crash in user code is reported as such
+            results = [RewardResult(score=None, error=f"{type(exc).__name__}: {exc}")] * len(texts)
+        return [sample_from_result(t, to_reward_result(r, pass_threshold)) for t, r in zip(texts, results)]
+    return [sample_from_result(t, score_completion(reward, t, task, pass_threshold)) for t in texts]
 
 
 class FixedCompletionRunner:
@@ -150,7 +164,38 @@ class FixedCompletionRunner:
         texts = self.completions.get(task.id)
         if not texts:
             raise EvaluationError(f"no completions given for task {task.id!r}")
-        return [sample_from_result(t, score_completion(self.reward, t, task, self.pass_threshold)) for t in texts[:n]]
+        return score_texts(self.reward, texts[:n], task, self.pass_threshold)
+
+
+def load_eval_model(name: str, registry: Any | None = None, threads: int | None = None) -> tuple[Any, Any, str]:
+    """(model, tokenizer, resolved label) for a model argument: a registered checkpoint name or alias
+    (`production`), a checkpoint or model folder (full weights or a LoRA adapter), or `default`."""
+    from training.model import load_model
+
+    path = name
+    if registry is not None and name not in ("default", "embedded") and not Path(name).exists():
+        try:
+            rec = registry.checkpoint(name)
+        except Exception:  # noqa: BLE001 - not in the catalog: treat it as a path or hub id below
+            rec = None
+        if rec is not None:
+            path = rec.path
+    folder = Path(path)
+    if folder.is_dir() and (folder / "adapter_config.json").is_file():
+        import json as _json
+
+        from peft import PeftModel
+
+        base = _json.loads((folder / "adapter_config.json").read_text()).get("base_model_name_or_path") or "default"
+        manifest = folder / "manifest.json"
+        if manifest.is_file():
+            base = _json.loads(manifest.read_text()).get("base_model") or base
+        model, tok = load_model(base if Path(base).exists() else "default", threads=threads)
+        model = PeftModel.from_pretrained(model, str(folder))
+        model.eval()
+        return model, tok, str(folder)
+    model, tok = load_model(path, threads=threads)
+    return model, tok, path
 
 
 # ------------------------------------------------------------------------------------------------ aggregation

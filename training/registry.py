@@ -71,9 +71,13 @@ class RegistryError(RuntimeError):
 
 
 def default_registry_path() -> Path:
+    """`$RLVR_REGISTRY` when set (tests, a shared team catalog), else `registry.sqlite` in the studio home."""
+    import os
+
     from training.model import rlvr_home
 
-    return rlvr_home() / "registry.sqlite"
+    env = os.environ.get("RLVR_REGISTRY")
+    return Path(env).expanduser() if env else rlvr_home() / "registry.sqlite"
 
 
 # ------------------------------------------------------------------------------------------------------ hashing
@@ -100,20 +104,21 @@ def weights_digest(folder: str | Path, files: list[str]) -> str:
     Uses the trainer's own function when `training.checkpoints` provides one, so the registry verifies exactly the
     hash the trainer wrote.
     """
+    folder = Path(folder)
+    missing = [n for n in files if not (folder / n).is_file()]
+    if missing:
+        raise RegistryError(f"{folder}: weight file {missing[0]} is missing")
     try:
-        from training import checkpoints as _ckpt  # owned by the trainer; optional here
+        from training import checkpoints as _ckpt  # the trainer's writer: verify with exactly its hash
     except ImportError:
         _ckpt = None
-    fn = getattr(_ckpt, "weights_hash", None) if _ckpt is not None else None
+    fn = getattr(_ckpt, "weights_digest", None) if _ckpt is not None else None
     if callable(fn):
-        return fn(Path(folder), list(files))
-    folder = Path(folder)
-    h = hashlib.sha256()
+        return fn(folder, list(files))
+    h = hashlib.sha256()  # the same recipe as training.checkpoints.weights_digest
     for name in sorted(files):
         p = folder / name
-        if not p.is_file():
-            raise RegistryError(f"{folder}: weight file {name} is missing")
-        h.update(name.encode() + b"\0")
+        h.update(name.encode())
         with open(p, "rb") as f:
             while chunk := f.read(1 << 22):
                 h.update(chunk)
