@@ -97,6 +97,7 @@ class PolicyLossParams:
     dual_clip_c: float | None = None
     importance_sampling_level: str = "token"
     beta: float = 0.0
+    kl_ratio_correction: bool = False  # weight the KL term by the (detached-free) importance ratio, as TRL's default
 
 
 @dataclass
@@ -150,6 +151,8 @@ def clipped_policy_loss(inp: PolicyLossInputs, p: PolicyLossParams) -> PolicyLos
         if inp.ref_logprobs is None:
             raise ValueError("beta > 0 needs ref_logprobs (the reference model's log-probs)")
         kl = k3_kl(inp.logprobs, inp.ref_logprobs)
+        if p.kl_ratio_correction:
+            kl = kl * ratio
         per_token = per_token + p.beta * kl
         stats["kl"] = _masked_mean(kl.detach(), inp.mask)
     return PolicyLossOutputs(per_token, stats)
