@@ -10,12 +10,12 @@ from __future__ import annotations
 import streamlit as st
 
 PAGES = [
-    ("pages/datasets.py", "Datasets", ":material/table_chart:", "datasets"),
-    ("pages/rewards.py", "Rewards", ":material/rule:", "rewards"),
-    ("pages/audit.py", "Audit", ":material/policy:", "audit"),
-    ("pages/training.py", "Training", ":material/model_training:", "training"),
-    ("pages/evaluation.py", "Evaluation & checkpoints", ":material/leaderboard:", "evaluation"),
-    ("pages/triage.py", "Triage", ":material/bug_report:", "triage"),
+    ("pages/dataset_design.py", "Datasets", ":material/table_chart:", "datasets"),
+    ("pages/reward_authoring.py", "Rewards", ":material/rule:", "rewards"),
+    ("pages/reward_audit.py", "Audit", ":material/policy:", "audit"),
+    ("pages/training_runs.py", "Training", ":material/model_training:", "training"),
+    ("pages/evaluation_checkpoints.py", "Evaluation & checkpoints", ":material/leaderboard:", "evaluation"),
+    ("pages/failure_triage.py", "Triage", ":material/bug_report:", "triage"),
 ]
 
 

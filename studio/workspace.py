@@ -107,16 +107,21 @@ class Workspace:
         copied: list[Path] = []
         if not REPO_EXAMPLES.is_dir():
             return copied
-        targets = {
-            "specs": ("datasets/*.yaml", "datasets/*.yml", "specs/*.yaml", "specs/*.yml"),
-            "rewards": ("rewards/*.py",),
-            "configs": ("configs/*.yaml", "configs/*.yml"),
-        }
-        for sub, patterns in targets.items():
-            for pat in patterns:
-                for src in sorted(REPO_EXAMPLES.glob(pat)):
-                    dst = self.dir(sub) / src.name
-                    if src.is_file() and not dst.exists():
-                        shutil.copy2(src, dst)
-                        copied.append(dst)
+        # (folder, glob under examples/): files directly in a kind's own folder keep their name; others (the
+        # arithmetic example's reward.py, tasks.jsonl) are prefixed with their folder to stay distinct.
+        targets = [
+            ("specs", "datasets/*.yaml"), ("specs", "datasets/*.yml"), ("specs", "specs/*.yaml"),
+            ("rewards", "rewards/*.py"), ("rewards", "*/reward*.py"),
+            ("datasets", "*/tasks*.jsonl"), ("datasets", "*/tasks*.parquet"),
+            ("configs", "configs/*.yaml"), ("configs", "configs/*.yml"),
+        ]
+        for sub, pat in targets:
+            for src in sorted(REPO_EXAMPLES.glob(pat)):
+                if not src.is_file() or src.name.startswith("_"):
+                    continue
+                own = src.parent.name in ("datasets", "specs", "configs", "rewards")
+                dst = self.dir(sub) / (src.name if own else f"{src.parent.name}_{src.name}")
+                if not dst.exists():
+                    shutil.copy2(src, dst)
+                    copied.append(dst)
         return copied

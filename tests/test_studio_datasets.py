@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from studio.yaml_locations import annotate, line_of, path_parts
 
-PAGE = "../studio/pages/datasets.py"
+PAGE = "../studio/pages/dataset_design.py"
 
 
 @pytest.fixture()

@@ -8,7 +8,7 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-PAGE = "../studio/pages/evaluation.py"
+PAGE = "../studio/pages/evaluation_checkpoints.py"
 
 
 @pytest.fixture()
