@@ -44,6 +44,7 @@ class WorkplaceEnv:
 
     def __init__(self, world: WorkplaceWorld, *, prompt_style: str = "compact"):
         self.base = world
+        self._snapshot = world.snapshot()  # one copy, deserialised per episode (cheaper than fork())
         self.prompt_style = prompt_style
         self.world: WorkplaceWorld | None = None
         self.task: TaskRow | None = None
@@ -51,7 +52,8 @@ class WorkplaceEnv:
         self._ids = itertools.count()
 
     def reset(self, task: TaskRow) -> list[Message]:
-        self.world = self.base.fork()
+        self.world = WorkplaceWorld.from_snapshot(self._snapshot, today=self.base.today, context=self.base.context,
+                                                  name=self.base.name)
         self.task = task
         self.results = []
         return initial_messages(task, self.base, style=self.prompt_style)
