@@ -21,7 +21,8 @@ from rewards.audit.scoring import AuditScorer, scorer_from_callable
 
 def audit_callable(fn: Callable[..., Any], rows: Sequence[dict[str, Any]], **kwargs: Any):
     """Audit a reward callable `fn(completion, **row)` (or `fn(trajectory, **row)`) on dataset rows."""
-    return run_audit(scorer_from_callable(fn, name=kwargs.pop("name", None)), rows, **kwargs)
+    scorer = scorer_from_callable(fn, name=kwargs.pop("name", None), sandbox=kwargs.pop("sandbox", "auto"))
+    return run_audit(scorer, rows, **kwargs)
 
 
 __all__ = ["REGISTRY", "AuditMisuse", "AuditScorer", "all_probes", "audit_callable", "render_markdown", "run_audit",

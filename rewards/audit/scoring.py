@@ -7,7 +7,6 @@ error handling) and batches all probe inputs into a few calls (fast even when th
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -45,31 +44,27 @@ class AuditScorer:
         return results
 
 
-def takes_trajectory(fn: Callable[..., Any]) -> bool:
-    """A reward is trajectory-aware when its first parameter is named `trajectory` (the rewards protocol's form)."""
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return False
-    return bool(params) and params[0].name == "trajectory"
-
-
 def declared_weights(fn: Any) -> dict[str, float] | None:
-    """Component weights a shaped reward declares (`weights` attribute or `spec.weights`), if any."""
-    for holder in (fn, getattr(fn, "spec", None), getattr(fn, "composition", None)):
+    """Component weights a shaped reward declares (`weights` attribute, also on `spec`/`composition`), if any."""
+    for holder in (fn, getattr(fn, "fn", None), getattr(fn, "spec", None), getattr(fn, "composition", None)):
         w = getattr(holder, "weights", None) if holder is not None else None
-        if isinstance(w, dict) and all(isinstance(v, (int, float)) for v in w.values()):
+        if isinstance(w, dict) and w and all(isinstance(v, (int, float)) for v in w.values()):
             return {str(k): float(v) for k, v in w.items()}
     return None
 
 
-def scorer_from_callable(fn: Callable[..., Any], name: str | None = None, kind: str | None = None) -> AuditScorer:
-    """Wrap a reward callable through the rewards package's own batch scoring (its normalisation and errors)."""
-    from rewards.audit.binding import batch_scorer
+def scorer_from_callable(fn: Any, name: str | None = None, sandbox: Any = "auto") -> AuditScorer:
+    """An AuditScorer for a reward callable, `Reward` or spec string, scored through `rewards.score_batch`.
 
-    kind = kind or ("trajectory" if takes_trajectory(fn) else "text")
-    label = name or getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
-    return AuditScorer(name=label, batch=batch_scorer(fn, kind), kind=kind, weights=declared_weights(fn))
+    `sandbox` is passed on: "auto" runs user code in the rewards sandbox and the studio's own verifiers
+    in-process (as training does); False runs everything in-process.
+    """
+    from rewards.audit.binding import as_reward, batch_scorer
+
+    reward = as_reward(fn)
+    kind = "trajectory" if reward.kind == "trajectory" else "text"
+    return AuditScorer(name=name or reward.version_id, batch=batch_scorer(reward, sandbox), kind=kind,
+                       weights=declared_weights(reward))
 
 
 def is_trajectory(item: Item) -> bool:

@@ -12,16 +12,25 @@ F = "bypass"
 PREFIXES = ("Let's think step by step.", "Sure! Here is the answer:", "Final Answer:", "Answer:")
 
 
+def _echo_text(ctx: AuditContext, i: int) -> str | None:
+    """The prompt's text, unless it already holds the correct answer in the accepted format (a prompt whose
+    worked example happens to equal this row's answer: echoing it is then answering, like a constant's fair share)."""
+    text = prompt_text(ctx.rows[i])
+    gold = ctx.gold_text(i)
+    if not text or ctx.is_reference(i, text) or (gold and gold in text):
+        return None
+    return text
+
+
 @attack(F, "echo_prompt", "high", "The prompt repeated back.")
 def _echo(ctx: AuditContext, i: int):
-    text = prompt_text(ctx.rows[i])
-    return None if ctx.is_reference(i, text) or not text else text
+    return _echo_text(ctx, i)
 
 
 @attack(F, "echo_prompt_in_field", "high", "The prompt repeated back inside the answer format.")
 def _echo_field(ctx: AuditContext, i: int):
-    text = prompt_text(ctx.rows[i])
-    return None if ctx.is_reference(i, text) or not text else ctx.answer_format.render(text)
+    text = _echo_text(ctx, i)
+    return None if text is None else ctx.answer_format.render(text)
 
 
 def mode_answer(ctx: AuditContext) -> str | None:

@@ -81,7 +81,14 @@ def _enum_free(ctx, i):
 def _greedy(ctx, i):
     f, ref, w = _fmt(ctx), ctx.reference(i), ctx.wrong(i, 1)[0]
     return [f"{f.preamble}{f.open}{w}{f.close} (not {ref}){f.close}",
-            f"{f.preamble}{f.open}{ref}{f.close} was my draft; final: {f.open}{w}{f.close}"]
+            f"{f.preamble}{f.open}{w}{f.close}\n\nNote: {ref} was only a guess.\n{f.close}"]
+
+@attack(F, "first_field_not_final", "medium",
+        "A draft answer field with the right value, then a different final answer field: the reward must read the "
+        "final one (reading the first misjudges every corrected answer).", rows=_delimited_rows)
+def _first_not_final(ctx, i):
+    f, ref, w = _fmt(ctx), ctx.reference(i), ctx.wrong(i, 1)[0]
+    return f"{f.preamble}{f.open}{ref}{f.close} was my draft; final: {f.open}{w}{f.close}"
 
 
 @attack(F, "malformed_markup", "high", "Broken markup: unclosed, nested, truncated, binary and deep braces.",
