@@ -1,0 +1,118 @@
+"""A sandbox worker: `python -m rewards.sandbox.worker --memory-mb N [--network]`.
+
+It leaves the network and caps its memory *before* importing any user code, then loops: read a chunk of
+(index, item, row fields) from stdin, call the reward on each under a per-call alarm, and write one result frame
+per call (so the parent always knows which call a hang or crash belongs to). User code's prints go to stderr; the
+protocol uses a private duplicate of the original stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import signal
+import sys
+import traceback
+from typing import Any
+
+
+class RewardTimeout(BaseException):
+    """Raised by the alarm inside a reward call; a BaseException so `except Exception` in user code cannot eat it."""
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise RewardTimeout()
+
+
+def _load(payload: tuple[str, Any]) -> tuple[Any, str | None]:
+    """(callable, kind-or-None) from ('ref', 'file.py:fn' / 'module:fn') or ('pickle', bytes)."""
+    how, data = payload
+    if how == "ref":
+        from rewards.loading import resolve_callable
+        from rewards.reward import Reward
+
+        obj, _ = resolve_callable(data)
+        if isinstance(obj, Reward):
+            return obj.fn, obj.kind
+        return obj, None
+    return pickle.loads(data), None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--memory-mb", type=int, default=0)
+    parser.add_argument("--network", action="store_true")
+    args = parser.parse_args(argv)
+
+    proto_out = os.dup(1)
+    proto_in = os.dup(0)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    from rewards.sandbox.isolation import isolate_network, limit_memory
+
+    net, why = ("allowed", "") if args.network else isolate_network()
+    # imports the protocol needs, before the memory cap, so the cap is what user code gets
+    from rewards.protocol import Binding, call_reward, error_result, exception_result
+    from rewards.sandbox.framing import encode, read_frame, write_all
+    import cloudpickle  # noqa: F401 - so pickled closures load
+
+    limit_memory(args.memory_mb)
+    signal.signal(signal.SIGALRM, _on_alarm)
+    write_all(proto_out, encode(("hello", {"pid": os.getpid(), "network_isolation": net, "why": why,
+                                           "memory_mb": args.memory_mb})))
+    loaded: dict[str, tuple[Any, Binding, str] | str] = {}
+    while True:
+        msg = read_frame(proto_in)
+        if msg is None or msg[0] == "exit":
+            return 0
+        _, chunk_id, key, payload, kind, version, timeout_s, calls = msg
+        if key not in loaded:
+            if payload is None:
+                loaded[key] = f"worker has no reward {key!r} loaded (internal error)"
+            else:
+                try:
+                    signal.setitimer(signal.ITIMER_REAL, max(timeout_s, 30.0))
+                    fn, kind_found = _load(payload)
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                    loaded[key] = (fn, Binding.of(fn), kind_found or kind)
+                except BaseException as exc:  # noqa: BLE001 - the load failure is every call's error
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
+                    loaded[key] = f"loading the reward in the sandbox failed: {type(exc).__name__}: {exc}\n{tb}"
+            write_all(proto_out, encode(("loaded", key)))  # the parent now applies the per-call limit
+        entry = loaded[key]
+        for idx, item, fields in calls:
+            if isinstance(entry, str):
+                res = error_result(entry.splitlines()[0], entry, version=version)
+            else:
+                fn, binding, fn_kind = entry
+                try:
+                    signal.setitimer(signal.ITIMER_REAL, timeout_s)
+                    try:
+                        res = call_reward(fn, binding, fn_kind, item, fields, version=version)
+                        if res.reason.startswith("reward raised MemoryError"):
+                            res = res.model_copy(update={"reason": f"reward exceeded the sandbox memory limit "
+                                                                   f"({args.memory_mb} MiB): MemoryError"})
+                    finally:
+                        signal.setitimer(signal.ITIMER_REAL, 0)
+                except RewardTimeout:
+                    res = error_result(f"reward timed out after {timeout_s:g}s", version=version)
+                except MemoryError as exc:
+                    res = exception_result(exc, version=version)
+                    res = res.model_copy(update={"reason": f"reward exceeded the sandbox memory limit "
+                                                           f"({args.memory_mb} MiB)"})
+            try:
+                frame = encode(("r", idx, (res.score, res.passed, res.components, res.reason, res.error,
+                                           res.reward_version)))
+            except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable component
+                frame = encode(("r", idx, (None, None, {}, f"result could not be sent: {exc}", repr(exc), version)))
+            write_all(proto_out, frame)
+        write_all(proto_out, encode(("done", chunk_id)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

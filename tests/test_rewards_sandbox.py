@@ -1,0 +1,161 @@
+"""The sandbox: crashing, hanging, memory-hungry, NaN-returning and network-using rewards become error results;
+a hung or dead worker is replaced and the rest of the batch still scores."""
+
+from __future__ import annotations
+
+import socket
+import textwrap
+
+import pytest
+
+from rewards import Sandbox, SandboxLimits, load_reward, score_batch
+
+USER_CODE = '''
+import math, os, time
+
+def exact(completion, answer):
+    return completion.strip() == answer
+
+def crashes(completion):
+    raise ValueError("bad input " + completion)
+
+def returns_nan(completion):
+    return math.nan
+
+def hangs(completion):
+    if completion == "hang":
+        while True:
+            pass
+    return 1.0
+
+def stubborn(completion):
+    while True:  # swallows the soft alarm: only killing the worker stops it
+        try:
+            time.sleep(5)
+        except BaseException:
+            pass
+
+def hogs_memory(completion):
+    block = bytearray(3 * 1024 ** 3)
+    return float(len(block))
+
+def grows_memory(completion):
+    chunks = []
+    while True:
+        chunks.append(bytes(50 * 1024 ** 2))  # calloc: fast, so the cap and not the clock stops it
+
+def dies(completion):
+    if completion == "die":
+        os._exit(7)
+    return 0.5
+
+def prints(completion):
+    print("noise on stdout must not break the protocol")
+    return 1.0
+
+def connects(completion, port):
+    import socket
+    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    return 1.0
+'''
+
+
+@pytest.fixture(scope="module")
+def user_file(tmp_path_factory):
+    p = tmp_path_factory.mktemp("user") / "user_rewards.py"
+    p.write_text(textwrap.dedent(USER_CODE))
+    return p
+
+
+@pytest.fixture(scope="module")
+def box():
+    with Sandbox(SandboxLimits(timeout_s=1.0, grace_s=0.5, memory_mb=1024), workers=2) as sb:
+        yield sb
+
+
+def _r(user_file, name):
+    return load_reward(f"{user_file}:{name}")
+
+
+def test_true_results_pass_through(box, user_file):
+    res = score_batch(_r(user_file, "exact"), ["4", " 4 ", "5"], [{"answer": "4"}] * 3, sandbox=box)
+    assert [r.score for r in res] == [1.0, 1.0, 0.0] and all(r.error is None for r in res)
+    assert all(r.reward_version.startswith("exact@") for r in res)
+    assert score_batch(_r(user_file, "prints"), ["x"], [{}], sandbox=box)[0].score == 1.0
+
+
+def test_crash_is_an_error_with_traceback(box, user_file):
+    (res,) = score_batch(_r(user_file, "crashes"), ["xyz"], [{}], sandbox=box)
+    assert res.score is None and "ValueError: bad input xyz" in res.reason
+    assert "Traceback" in res.error and "user_rewards.py" in res.error
+
+
+def test_nan_is_an_error(box, user_file):
+    (res,) = score_batch(_r(user_file, "returns_nan"), ["x"], [{}], sandbox=box)
+    assert res.score is None and "non-finite" in res.reason
+
+
+def test_hang_times_out_and_the_rest_of_the_batch_scores(box, user_file):
+    res = score_batch(_r(user_file, "hangs"), ["a", "hang", "b", "c"], [{}] * 4, sandbox=box)
+    assert [r.score for r in res] == [1.0, None, 1.0, 1.0]
+    assert "timed out after 1s" in res[1].reason
+
+
+def test_stubborn_hang_kills_and_replaces_the_worker(box, user_file):
+    restarts = box.stats.restarts
+    (res,) = score_batch(_r(user_file, "stubborn"), ["x"], [{}], sandbox=box)
+    assert res.score is None and "worker was killed and replaced" in res.reason
+    assert box.stats.restarts == restarts + 1
+    assert score_batch(_r(user_file, "exact"), ["1"], [{"answer": "1"}], sandbox=box)[0].score == 1.0
+
+
+@pytest.mark.parametrize("name", ["hogs_memory", "grows_memory"])
+def test_memory_hog_hits_the_limit(box, user_file, name):
+    (res,) = score_batch(_r(user_file, name), ["x"], [{}], sandbox=box)
+    assert res.score is None and "memory limit (1024 MiB)" in res.reason and "MemoryError" in res.error
+
+
+def test_worker_death_is_an_error_and_others_still_score(box, user_file):
+    res = score_batch(_r(user_file, "dies"), ["ok", "die", "ok"], [{}] * 3, sandbox=box)
+    assert [r.score for r in res] == [0.5, None, 0.5]
+    assert "exited with status 7" in res[1].reason
+
+
+def test_no_network(box, user_file):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    try:
+        (res,) = score_batch(_r(user_file, "connects"), ["x"], [{"port": port}], sandbox=box)
+        assert res.score is None and res.is_error, res
+        assert box.info["network_isolation"] in ("namespace", "socket-guard")
+        # the same function outside the sandbox does reach the port: the test can fail
+        assert score_batch(_r(user_file, "connects"), ["x"], [{"port": port}], sandbox=False)[0].score == 1.0
+    finally:
+        server.close()
+
+
+def test_closures_are_shipped_by_value(box):
+    threshold = 3
+
+    def longer_than(completion):
+        return len(completion) > threshold
+
+    res = score_batch(longer_than, ["ab", "abcd"], [{}, {}], sandbox=box)
+    assert [r.passed for r in res] == [False, True]
+
+
+def test_auto_sandboxes_user_code_but_not_builtin_verifiers(user_file):
+    from rewards.scoring import _use_sandbox
+
+    assert _use_sandbox(_r(user_file, "exact"), "auto") is not None
+    from rewards.reward import Reward
+
+    class Trusted:
+        trusted = True
+
+        def __call__(self, completion, **kw):
+            return 1.0
+
+    assert _use_sandbox(Reward(Trusted()), "auto") is None
