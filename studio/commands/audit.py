@@ -24,13 +24,14 @@ class AuditUsageError(ValueError):
     """Misuse of `rlvr audit` (exit 2); the message says what to fix."""
 
 
-def load_rows(dataset: Path, reference_field: str, kind: str) -> list[dict[str, Any]]:
+def load_rows(dataset: Path, reference_field: str, kind: str, limit: int | None = None) -> list[dict[str, Any]]:
     from generators.task_io import DatasetError, read_records
 
     try:
         rows = read_records(dataset)
     except (DatasetError, OSError) as exc:
         raise AuditUsageError(str(exc)) from exc
+    rows = rows[:limit] if limit else rows
     if not rows:
         raise AuditUsageError(f"{dataset}: the dataset has no rows")
     for i, r in enumerate(rows):
@@ -55,6 +56,7 @@ def run_audit_job(
     sandbox: Any = "auto",
     progress: Progress | None = None,
     max_new_tokens: int = 160,
+    limit: int | None = None,
 ):
     """Load the reward and the dataset, sample (or read labelled) completions, run the audit, write the table.
 
@@ -68,7 +70,7 @@ def run_audit_job(
         scorer = scorer_from_callable(reward, sandbox=sandbox)
     except RewardSpecError as exc:
         raise AuditUsageError(str(exc)) from exc
-    rows = load_rows(dataset, reference_field, scorer.kind)
+    rows = load_rows(dataset, reference_field, scorer.kind, limit)
     drawn: list[tuple[int, str]] | None = None
     human: list[bool | None] | None = None
     used_model = None
