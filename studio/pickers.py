@@ -31,7 +31,7 @@ def dataset_paths(ws: Workspace) -> list[Path]:
 
 
 def pick_dataset(ws: Workspace, label: str = "dataset", key: str = "dataset") -> Path | None:
-    paths = dataset_paths(ws)
+    paths = task_tables(ws)
     if not paths:
         st.info("No dataset in the workspace yet: generate one on the Datasets page.")
         return None
@@ -104,3 +104,27 @@ def audits_for(ws: Workspace, reward_spec: str) -> list[tuple[Path, dict, dict]]
             if isinstance(report, dict):
                 out.append((rep, report, meta))
     return out
+
+
+def task_tables(ws: Workspace) -> list[Path]:
+    """Task datasets usable by a reward: Parquet/JSONL files and the tables of generated datasets."""
+    out: list[Path] = []
+    for d in dataset_paths(ws):
+        if d.is_dir() and (d / "manifest.json").exists():
+            out.extend(sorted(t for t in d.iterdir() if t.is_dir() and not t.name.startswith("_")))
+        else:
+            out.append(d)
+    return out
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def load_rows(path: str, mtime: float) -> list[dict[str, Any]]:
+    """The dataset's rows as the reward receives them (TaskRow-validated, then as keyword fields)."""
+    from generators.task_io import read_tasks
+    from rewards.scoring import row_fields
+
+    return [row_fields(t) for t in read_tasks(path)]
+
+
+def mtime_of(p: Path) -> float:
+    return max((q.stat().st_mtime for q in p.rglob("*")), default=0.0) if p.is_dir() else p.stat().st_mtime

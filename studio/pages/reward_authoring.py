@@ -16,7 +16,7 @@ import polars as pl
 import streamlit as st
 
 from studio.page_guard import run_page
-from studio.pickers import function_names
+from studio.pickers import mtime_of, function_names, load_rows, task_tables
 from studio.workspace import Workspace
 
 TITLE = "Rewards"
@@ -40,60 +40,11 @@ def reward(completion: str, answer: str | None = None, **_) -> RewardResult:
 '''
 
 
-def task_tables(ws: Workspace) -> list[Path]:
-    """Task datasets usable by a reward: Parquet/JSONL files and the tables of generated datasets."""
-    from studio.pickers import dataset_paths
-
-    out: list[Path] = []
-    for d in dataset_paths(ws):
-        if d.is_dir() and (d / "manifest.json").exists():
-            out.extend(sorted(t for t in d.iterdir() if t.is_dir() and not t.name.startswith("_")))
-        else:
-            out.append(d)
-    return out
-
-
-@st.cache_data(show_spinner=False, max_entries=16)
-def load_rows(path: str, mtime: float) -> list[dict[str, Any]]:
-    """The dataset's rows as the reward receives them (TaskRow-validated, then as keyword fields)."""
-    from generators.task_io import read_tasks
-    from rewards.scoring import row_fields
-
-    return [row_fields(t) for t in read_tasks(path)]
-
-
-def _mtime(p: Path) -> float:
-    return max((q.stat().st_mtime for q in p.rglob("*")), default=0.0) if p.is_dir() else p.stat().st_mtime
-
-
 def prompt_of(row: dict[str, Any]) -> str:
     prompt = row.get("prompt")
     if isinstance(prompt, list):
         return "\n".join(str(m.get("content", "")) for m in prompt if isinstance(m, dict))
     return str(prompt or "")
-
-
-@st.cache_resource(show_spinner="loading the embedded model")
-def _model(name: str):
-    from training.model import load_model
-
-    return load_model(name)
-
-
-def model_completions(rows: list[dict[str, Any]], *, max_new_tokens: int, temperature: float, seed: int) -> list[str]:
-    """One completion per row from the embedded model (the same sampling the evaluation uses)."""
-    from training.evaluation import sample_completions
-
-    model, tok = _model("default")
-    out = []
-    bar = st.progress(0.0, text="sampling")
-    for i, row in enumerate(rows):
-        msgs = row["prompt"] if isinstance(row.get("prompt"), list) else [{"role": "user", "content": prompt_of(row)}]
-        msgs = [{k: v for k, v in m.items() if v is not None} for m in msgs]
-        out.append(sample_completions(model, tok, msgs, n=1, temperature=temperature, max_new_tokens=max_new_tokens,
-                                      seed=seed + i)[0])
-        bar.progress((i + 1) / len(rows), text=f"sampled {i + 1}/{len(rows)}")
-    return out
 
 
 def render(ws: Workspace) -> None:
@@ -178,7 +129,7 @@ def _run_on_samples(ws: Workspace, spec: str) -> None:
     source = c3.selectbox("completions", ["reference answers", "embedded model", "completions file"],
                           key="rw_source")
     path = ws.resolve(data, must_exist=True)
-    rows = load_rows(str(path), _mtime(path))[: int(n)]
+    rows = load_rows(str(path), mtime_of(path))[: int(n)]
     completions: list[str] | None = None
     comp_file = None
     if source == "completions file":
@@ -191,6 +142,8 @@ def _run_on_samples(ws: Workspace, spec: str) -> None:
         if source == "reference answers":
             completions = [str(r.get("answer") or "") for r in rows]
         elif source == "embedded model":
+            from studio.model_samples import model_completions
+
             completions = model_completions(rows, max_new_tokens=48, temperature=0.7, seed=0)
         else:
             by_id = {}
@@ -198,7 +151,7 @@ def _run_on_samples(ws: Workspace, spec: str) -> None:
                 if line.strip():
                     rec = json.loads(line)
                     by_id[str(rec["id"])] = str(rec["completion"])
-            rows = [r for r in rows if str(r.get("id")) in by_id] or [r for r in load_rows(str(path), _mtime(path))
+            rows = [r for r in rows if str(r.get("id")) in by_id] or [r for r in load_rows(str(path), mtime_of(path))
                                                                      if str(r.get("id")) in by_id]
             completions = [by_id[str(r["id"])] for r in rows]
             if not rows:

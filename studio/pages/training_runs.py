@@ -17,7 +17,7 @@ import streamlit as st
 import yaml
 
 from studio.page_guard import run_page
-from studio.pickers import audits_for, pick_dataset, pick_reward
+from studio.pickers import audits_for, mtime_of, pick_dataset, pick_reward
 from studio.runs import RunManager, find_metrics_file, read_metrics
 from studio.workspace import Workspace
 
@@ -54,12 +54,6 @@ def _validate_dataset(path: str, mtime: float) -> tuple[bool, str, dict[str, int
     if not tasks:
         return False, f"{path}: no rows", {}
     return True, f"{len(tasks)} tasks", splits
-
-
-def _mtime(p: Path) -> float:
-    if p.is_dir():
-        return max((q.stat().st_mtime for q in p.rglob("*")), default=p.stat().st_mtime)
-    return p.stat().st_mtime
 
 
 def _templates(ws: Workspace) -> dict[str, dict[str, Any]]:
@@ -130,7 +124,7 @@ def _new_run(ws: Workspace, runs: RunManager) -> None:
         dataset = pick_dataset(ws, key="train_dataset")
         valid = False
         if dataset is not None:
-            valid, msg, splits = _validate_dataset(str(dataset), _mtime(dataset))
+            valid, msg, splits = _validate_dataset(str(dataset), mtime_of(dataset))
             if valid:
                 st.success(f"validated: {msg} ({', '.join(f'{k}: {v}' for k, v in splits.items())})")
             else:
