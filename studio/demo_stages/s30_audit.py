@@ -4,7 +4,7 @@ Reads `ctx.state["reward"]` (a `file.py:function` spec, a callable or a Reward) 
 dataset path) when earlier stages set them, else the arithmetic example's shaped reward and tasks. Writes the
 report (JSON + Markdown) and the inspection table into `ctx.out/audit/`, puts the AuditReport in
 `ctx.state["audit_report"]` and its JSON path in `ctx.state["audit_report_path"]` (a training config's
-`reward.audit_report`).
+`reward.audit_report`). `ctx.state["audit_samples"]` overrides how many completions are sampled for inspection.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ def run(ctx) -> dict:
     dataset = Path(ctx.state.get("dataset") or DEFAULT_DATASET)
     out = ctx.out / "audit"
     samples, tokens, limit = (8, 48, 120) if ctx.quick else (50, 128, None)
+    samples = int(ctx.state.get("audit_samples", samples))
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=ctx.console, transient=True) as progress:
