@@ -16,8 +16,7 @@ by the step limit AND, for a no-op task (ground truth changes nothing), nothing 
 
 Reason codes, in the order they are checked (the first that applies is reported):
 `step_limit`, `format_error`, `wrong_tool` (a tool that does not exist), `failed_call` (a write that returned an
-error), `extra_write`, `wrong_tool` (a write tool the ground truth does not use, or a needed one unused, with a wrong
-state), `missing_action`, `wrong_arguments`, `no_answer`. Passing gives `pass`.
+error), `extra_write`, `wrong_tool` (a write tool the ground truth does not use, with a wrong state), `missing_action`, `wrong_arguments`, `no_answer`. Passing gives `pass`.
 
 Documented judgements: extra READ calls never fail a trajectory (they change nothing) but lower `call_efficiency`;
 a failed READ lowers `valid_call_rate` only. Where NeMo Gym's verdict differs (failed writes, create-then-delete,
@@ -262,9 +261,9 @@ def verify_attempt(task: TaskRow, attempt: Attempt, world: WorkplaceWorld, *,
         reason = f"extra_write: {table} row {key} {what}, which the task does not ask for"
         if noop:
             reason += " (nothing needed to change)"
-    elif not state_ok and (used_tools - gt_tools or gt_tools - used_tools):
-        reason = (f"wrong_tool: used {sorted(used_tools - gt_tools) or 'none'} where the task needs "
-                  f"{sorted(gt_tools - used_tools) or sorted(gt_tools)}")
+    elif not state_ok and used_tools - gt_tools:
+        reason = (f"wrong_tool: used {sorted(used_tools - gt_tools)} where the task needs "
+                  f"{sorted(gt_tools) or 'no write at all'}")
     elif len(made) < len(must_change) and any(got[k] == base[k] for k in must_change):
         missing = [k for k in must_change if got[k] == base[k]]
         reason = f"missing_action: {len(missing)} of {len(must_change)} required changes not made (first: {missing[0][0]} {missing[0][1]})"
