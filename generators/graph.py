@@ -90,7 +90,7 @@ def topo_order(nodes: list[str], edges: dict[str, list[str]], what: str) -> list
                 progressed = True
         if not progressed:
             cycle = _find_cycle(remaining, edges)
-            raise SpecGraphError(f"{what}: dependency cycle {' -> '.join(cycle)}")
+            raise SpecGraphError(f"{what}: dependency cycle {' -> '.join(cycle)} (each reads the next)")
     return done
 
 

@@ -110,14 +110,17 @@ def _attach_llm(rt: TableRuntime, llm: Any) -> None:
 def _table_batches(spec: DatasetSpec, rt: TableRuntime, wanted: int, st: TableState, seen: pl.Series | None):
     """Yield (kept rows, quarantined rows, dedup keys seen) batch by batch, continuing from `st`."""
     b = spec.batch_size
-    max_batches = (wanted + b - 1) // b * MAX_BATCH_FACTOR + 2
+    max_batches = (wanted + b - 1) // b * MAX_BATCH_FACTOR + 8
     keys = rt.spec.dedup_by
     cols = public_columns(rt)
     batch = len(st.parts)
     while st.rows < wanted:
         if batch >= max_batches:
             break
-        size = min(b, wanted - st.rows)
+        remaining = wanted - st.rows
+        # top-up batches ask for more candidates when de-duplication or quarantine has been dropping rows
+        keep = st.rows / st.candidates if st.candidates else 1.0
+        size = min(b, max(remaining, int(remaining / max(keep, 0.1)) + (0 if keep == 1.0 else 1)))
         res = generate_batch(rt, batch, size, st.candidates)
         frame = res.frame
         st.candidates += size
@@ -139,6 +142,7 @@ def _table_batches(spec: DatasetSpec, rt: TableRuntime, wanted: int, st: TableSt
         if rt.spec.split is not None:
             frame = assign_split(rt, frame, batch)
         frame = frame.select(cols)
+        frame = frame.head(wanted - st.rows)
         st.rows += frame.height
         st.quarantined += res.quarantine.height
         quarantine = res.quarantine.drop(ROW, strict=False)
