@@ -80,6 +80,7 @@ class AuditContext:
     scored: list[Scored] = field(default_factory=list)
     gold_items: dict[int, Item] = field(default_factory=dict)  # the reference, in the accepted form, per row
     samples: list[tuple[int, str, RewardResult]] = field(default_factory=list)  # sampled model outputs, scored
+    episode: Any = None  # trajectories.Episode: a live environment for tool probes, when the caller has one
     _cache: dict[tuple[int, str, str], RewardResult] = field(default_factory=dict)
 
     # ---- rows and references -------------------------------------------------------------------------------

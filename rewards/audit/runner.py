@@ -56,7 +56,7 @@ def gold_trajectories(ctx: AuditContext) -> None:
     cases = []
     for i in rows:
         final = ctx.rows[i].get("answer") or T.FINAL
-        item = T.build(ctx.rows[i], T.calls_of(ctx.rows[i]), str(final), executor=getattr(ctx, "executor", None))
+        item = T.build(ctx.rows[i], T.calls_of(ctx.rows[i]), str(final), episode=ctx.episode)
         ctx.gold_items[i] = item
         cases.append(Case(i, item, "reference", source="reference"))
     for c, r in zip(cases, ctx.score(cases, source="reference")):
@@ -90,18 +90,19 @@ def run_audit(
     model: str | None = None,
     families: Sequence[str] | None = None,
     dataset: str | None = None,
-    executor: T.Executor | None = None,
+    episode: T.Episode | None = None,
     progress: Progress | None = None,
 ) -> tuple[AuditReport, AuditContext]:
     """Audit `scorer` on `rows`. `samples` are (row index, completion) pairs drawn from a model; `labels` the
-    person's pass/fail for each sample (None: not labelled)."""
+    person's pass/fail for each sample (None: not labelled). `episode` gives tool probes a live environment
+    (see `rewards.audit.trajectories.Episode`); a reward may also carry one as its `audit_episode` attribute."""
     t0 = time.time()
     rows = [dict(r) for r in rows]
     if not rows:
         raise AuditMisuse("the dataset has no rows")
     tick = progress or (lambda step, done, total: None)
     ctx = AuditContext(rows=rows, reference_field=reference_field, scorer=scorer)
-    ctx.executor = executor  # type: ignore[attr-defined]
+    ctx.episode = episode if episode is not None else getattr(scorer, "episode", None)
     if scorer.kind == "text":
         if not any(reference_field in r for r in rows):
             raise AuditMisuse(f"reference field {reference_field!r} is in no row (columns: {sorted(rows[0])})")

@@ -30,6 +30,7 @@ class AuditScorer:
     batch: BatchFn
     kind: str = "text"  # "text" | "trajectory"
     weights: dict[str, float] | None = None
+    episode: Any = None  # a live environment for tool probes (`audit_episode` on the reward), if it has one
     calls: int = field(default=0)
 
     def score(self, items: Sequence[Item], rows: Sequence[dict[str, Any]]) -> list[RewardResult]:
@@ -64,7 +65,8 @@ def scorer_from_callable(fn: Any, name: str | None = None, sandbox: Any = "auto"
     reward = as_reward(fn)
     kind = "trajectory" if reward.kind == "trajectory" else "text"
     return AuditScorer(name=name or reward.version_id, batch=batch_scorer(reward, sandbox), kind=kind,
-                       weights=declared_weights(reward))
+                       weights=declared_weights(reward),
+                       episode=getattr(reward.fn, "audit_episode", None) or getattr(fn, "audit_episode", None))
 
 
 def is_trajectory(item: Item) -> bool:

@@ -16,8 +16,11 @@ from schemas.trajectory import Trajectory
 READ_PREFIXES = ("get", "search", "list", "find", "count", "read", "lookup", "query", "show", "view", "check",
                  "fetch", "analytics_get", "company_directory_find")
 FINAL = "Done."
-# Optional hook: fn(row, calls) -> list of tool result texts (set when a real environment can execute calls).
-Executor = Callable[[dict[str, Any], list[ToolCall]], list[str]]
+# Optional hook for a real environment: `episode(row)` starts a fresh episode of the row's task and returns a
+# `step(calls) -> [tool result texts]` function. With it, probe trajectories carry real tool results, and the
+# create-then-delete probe learns the id the create call returned.
+Step = Callable[[list[ToolCall]], list[str]]
+Episode = Callable[[dict[str, Any]], Step]
 
 
 def is_read(name: str) -> bool:
@@ -72,9 +75,11 @@ def prompt_messages(row: dict[str, Any]) -> list[Message]:
 
 
 def build(row: dict[str, Any], calls: list[ToolCall], final: str | None = FINAL,
-          executor: Executor | None = None) -> Trajectory:
-    """A trajectory that makes `calls` one per turn, then answers `final` (None: no final answer)."""
-    results = executor(row, calls) if executor else ["ok"] * len(calls)
+          episode: Episode | None = None, results: list[str] | None = None) -> Trajectory:
+    """A trajectory that makes `calls` one per turn, then answers `final` (None: no final answer). Tool results
+    come from `results`, else a fresh `episode` of the task, else a placeholder "ok"."""
+    if results is None:
+        results = episode(row)(calls) if episode and calls else ["ok"] * len(calls)
     messages = prompt_messages(row)
     for n, (call, result) in enumerate(zip(calls, results)):
         cid = f"call_{n}"
@@ -85,3 +90,31 @@ def build(row: dict[str, Any], calls: list[ToolCall], final: str | None = FINAL,
     return Trajectory(task_id=str(row.get("id", "")), messages=messages, final_answer=final,
                       turns=len(calls) + (1 if final is not None else 0),
                       stopped="answer" if final is not None else "step_limit")
+
+
+def created_id(result: str) -> str | None:
+    """The id a create call returned: a bare JSON string/number, or a dict's `id`/`*_id` field."""
+    try:
+        value = json.loads(result)
+    except (TypeError, ValueError):
+        value = result
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        text = str(value).strip()
+        looks_like_id = 0 < len(text) <= 64 and " " not in text and any(ch.isdigit() for ch in text)
+        return text if looks_like_id else None
+    if isinstance(value, dict) and "error" not in value:
+        for k, v in value.items():
+            if k == "id" or k.endswith("_id"):
+                return str(v)
+    return None
+
+
+def id_parameter(row: dict[str, Any], tool: str) -> str | None:
+    """The id parameter of `tool` in the row's tool specs (the first required parameter named like an id)."""
+    for t in row.get("tools") or []:
+        fn = t.get("function", t) if isinstance(t, dict) else None
+        if isinstance(fn, dict) and fn.get("name") == tool:
+            params = fn.get("parameters") or {}
+            names = list(params.get("required") or []) + list((params.get("properties") or {}).keys())
+            return next((n for n in names if n == "id" or n.endswith("_id")), None)
+    return None

@@ -1,0 +1,78 @@
+"""The workplace verifier (rewards/environments/workplace) passes its own audit, with the tool probes run through
+a live environment episode; a final-state-only verifier (NeMo Gym's judgement) is caught by create-then-delete."""
+
+from __future__ import annotations
+
+import pytest
+
+from rewards.audit import run_audit, scorer_from_callable
+from schemas.audit import SEVERITY_RANK
+
+
+@pytest.fixture(scope="module")
+def workplace():
+    from generators.task_io import record_to_task
+    from generators.workplace import CONTEXT, TODAY, generate_tasks, generate_world_tables
+    from rewards.environments.workplace import WorkplaceEnv, WorkplaceWorld
+
+    tables = generate_world_tables(seed=0)
+    world = WorkplaceWorld.from_tables(tables, today=TODAY, context=CONTEXT)
+    tasks = generate_tasks(tables, today=TODAY, context=CONTEXT, n=48, seed=0)
+    rows = [t.model_dump(mode="json") for t in tasks]
+    env = WorkplaceEnv(world)
+
+    def episode(row):
+        env.reset(record_to_task(row))
+        return lambda calls: [m.content for m in env.step(calls)]
+
+    return world, rows, episode
+
+
+def _verifier(world):
+    from generators.task_io import record_to_task
+    from rewards.environments.workplace import verify_trajectory
+
+    def workplace_verifier(trajectory, **row):
+        return verify_trajectory(record_to_task(row), trajectory, world)
+
+    return workplace_verifier
+
+
+def test_workplace_verifier_passes_its_audit(workplace):
+    world, rows, episode = workplace
+    report, _ = run_audit(scorer_from_callable(_verifier(world), sandbox=False), rows, episode=episode)
+    assert report.verdict == "pass", [(f.probe, f.examples[0].note) for f in report.blocking]
+    status = {p.probe: p.status for p in report.probes if p.family == "tools"}
+    for probe in ("noop", "read_spam", "failed_writes", "writes_on_noop_task", "create_then_delete"):
+        assert status[probe] == "clean", (probe, status)
+    noop_tasks = sum(1 for r in rows if r["metadata"]["noop"])
+    assert report.baselines.policies["do_nothing"].pass_rate == pytest.approx(noop_tasks / len(rows))
+    assert report.baselines.reference_pass_rate == 1.0
+
+
+def test_workplace_shaped_signal_passes_its_audit(workplace):
+    world, rows, episode = workplace
+    verify = _verifier(world)
+
+    def workplace_shaped(trajectory, **row):
+        r = verify(trajectory, **row)
+        return r.model_copy(update={"score": r.components["shaped"]})
+
+    report, _ = run_audit(scorer_from_callable(workplace_shaped, sandbox=False), rows, episode=episode)
+    assert report.verdict == "pass", [(f.probe, f.examples[0].note) for f in report.blocking]
+    assert {p.probe: p.status for p in report.probes}["dominance"] == "clean"
+
+
+def test_final_state_only_verifier_is_caught_by_create_then_delete(workplace):
+    world, rows, episode = workplace
+    verify = _verifier(world)
+
+    def final_state_only(trajectory, **row):
+        r = verify(trajectory, **row)
+        undone = r.reason.startswith("extra_write") and "created then deleted" in r.reason
+        return r.model_copy(update={"passed": True, "score": 1.0}) if undone else r
+
+    report, _ = run_audit(scorer_from_callable(final_state_only, sandbox=False), rows, episode=episode)
+    f = next(f for f in report.findings if f.probe == "create_then_delete")
+    assert SEVERITY_RANK[f.severity] >= SEVERITY_RANK["high"] and f.fooled_rows > 0
+    assert report.verdict == "fail"
