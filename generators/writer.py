@@ -55,6 +55,7 @@ class TableState:
     candidates: int = 0
     quarantined: int = 0
     duplicates: int = 0
+    surplus: int = 0  # valid rows of the last top-up batch beyond the count asked for
     resampled: dict[str, int] = field(default_factory=dict)
     validators: dict[str, dict[str, int]] = field(default_factory=dict)
     done: bool = False
@@ -142,6 +143,7 @@ def _table_batches(spec: DatasetSpec, rt: TableRuntime, wanted: int, st: TableSt
         if rt.spec.split is not None:
             frame = assign_split(rt, frame, batch)
         frame = frame.select(cols)
+        st.surplus += max(0, frame.height - (wanted - st.rows))
         frame = frame.head(wanted - st.rows)
         st.rows += frame.height
         st.quarantined += res.quarantine.height
@@ -237,7 +239,8 @@ def _manifest(out: Path, spec: DatasetSpec, meta: dict, states: dict[str, TableS
             schema = {k: str(v) for k, v in pl.read_parquet_schema(out / st.parts[0]).items()}
         tables[name] = {
             "rows": st.rows, "wanted": _rows_wanted(spec, name, meta["n"]), "candidates": st.candidates,
-            "quarantined": st.quarantined, "duplicates_dropped": st.duplicates, "resampled": st.resampled,
+            "quarantined": st.quarantined, "duplicates_dropped": st.duplicates,
+            "surplus_dropped": st.surplus, "resampled": st.resampled,
             "validators": st.validators, "schema": schema,
             "parts": [{"path": p, "sha256": _digest(out / p)} for p in st.parts],
             "quarantine_parts": [{"path": p, "sha256": _digest(out / p)} for p in st.quarantine_parts],
