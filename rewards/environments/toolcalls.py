@@ -62,7 +62,10 @@ def _depth(value: Any, limit: int) -> int:
 
 
 def _loads(raw: str) -> Any:
-    # Cheap pre-check: json.loads recurses, so a string of 100k '[' would hit RecursionError; count brackets first.
+    # json.loads recurses, so a string of 100k '[' would hit RecursionError: check the nesting first. Counting
+    # brackets bounds the depth from above, so the exact scan only runs when there are many of them.
+    if raw.count("[") + raw.count("{") <= MAX_DEPTH + 1:
+        return json.loads(raw)
     depth = best = 0
     in_str = esc = False
     for ch in raw:
