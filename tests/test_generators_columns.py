@@ -234,3 +234,21 @@ def test_property_subcategory(values, seed):
         {"name": "s", "kind": "subcategory", "parent": "p", "values": values}]}}}, n=300)
     for p_, s_ in df.iter_rows():
         assert s_ in values[p_]
+
+
+def test_pydantic_validator_and_non_unique_lookup_key():
+    spec = one({"name": "t", "kind": "category", "values": ["aZZQb", "plain"]},
+               {"name": "doc", "kind": "template", "template": '{{"title": "{t}", "priority": "low"}}'},
+               validators=[{"name": "ticket", "kind": "pydantic", "column": "doc",
+                            "model": "tests.generators_support.user_fns:Ticket"}])
+    out = generate_frames(parse_spec(spec), 400)
+    assert (out["t"]["t"] == "aZZQb").all()
+    q = out["_quarantine/t"]
+    assert q.height > 100 and q["_quarantine_reason"].str.contains("marker ZZQ").all()
+    bad = {"tables": {
+        "p": {"rows": 10, "columns": [{"name": "k", "kind": "category", "values": ["a", "b"]},
+                                      {"name": "v", "kind": "uniform", "low": 0, "high": 1}]},
+        "c": {"columns": [{"name": "fk", "kind": "foreign_key", "table": "p", "column": "k"},
+                          {"name": "v", "kind": "lookup", "via": "fk", "column": "v"}]}}}
+    with pytest.raises(GenerationError, match="p.k is not unique"):
+        generate_frames(parse_spec(bad), 5)

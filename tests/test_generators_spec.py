@@ -131,3 +131,21 @@ def test_rlvr_validate(tmp_path):
     assert res.exit_code == 2
     assert "tables.t.columns[0] (a).high" in res.output and "required" in res.output
     assert "tables.t.columns[1] (b).lam" in res.output
+
+
+def test_spec_exports_a_json_schema():
+    from schemas.dataset_spec import DatasetSpec
+
+    js = DatasetSpec.model_json_schema()
+    assert "tables" in js["properties"]
+    kinds = {v.get("properties", {}).get("kind", {}).get("const") for v in js["$defs"].values()}
+    assert {"category", "foreign_key", "llm_structured", "timedelta"} <= kinds
+
+
+def test_rlvr_preview_shows_rows_profile_and_relations():
+    from studio.cli import app
+
+    res = CliRunner().invoke(app, ["preview", str(WORLD), "-n", "6"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "tasks (6 rows)" in res.output and "profile" in res.output
+    assert "[ok  ] tasks: due_at > created_at" in res.output
