@@ -115,4 +115,5 @@ def load_reward(spec: str, *, name: str | None = None, label: str = "") -> Rewar
     attr = ref.rpartition(":")[2]
     if isinstance(obj, Reward):
         return Reward(obj, name=name or obj.name, label=label or obj.label, ref=ref)
-    return Reward(obj, name=name or attr, label=label, ref=ref)
+    own_name = vars(obj).get("name") if hasattr(obj, "__dict__") and not callable(vars(obj).get("name")) else None
+    return Reward(obj, name=name or own_name or attr, label=label, ref=ref)
