@@ -37,7 +37,7 @@ def build_dataset(out: str | Path, *, n: int = 1200, seed: int = 0, world_seed: 
     t0 = time.time()
     tables = generate_world_tables(world_seed)
     world = WorkplaceWorld.from_tables(tables, today=TODAY, context=CONTEXT, name="workplace")
-    tasks = generate_tasks(tables, today=TODAY, context=CONTEXT, n=n, seed=seed)
+    tasks = generate_tasks(tables, today=TODAY, context=CONTEXT, n=n, seed=seed, world_seed=world_seed)
     env = WorkplaceEnv(world)
     demos = []
     for i, task in enumerate(tasks):

@@ -665,10 +665,12 @@ def _split_for(task_key: str, ratios: tuple[float, float, float]) -> str:
 
 def generate_tasks(tables: dict[str, list[dict]], *, today: str, context: str, n: int = 1200, seed: int = 0,
                    distractor_rate: float = 0.25, ratios: tuple[float, float, float] = (0.8, 0.1, 0.1),
-                   templates: tuple[Template, ...] = TEMPLATES) -> list[TaskRow]:
+                   templates: tuple[Template, ...] = TEMPLATES, world_seed: int | None = None) -> list[TaskRow]:
     """`n` distinct tasks over the world, spread over templates by weight; deterministic for (tables, seed).
 
     Held-out templates go to the test split only; the others are split by a hash of the request text.
+    `world_seed` (the seed the world spec was generated with; None = the spec's own) is recorded in each task's
+    metadata so that a verifier can rebuild the task's world.
     """
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
@@ -706,6 +708,6 @@ def generate_tasks(tables: dict[str, list[dict]], *, today: str, context: str, n
                 metadata={"category": tmpl.category, "template": tmpl.id, "held_out_template": tmpl.held_out,
                           "difficulty": difficulty(len(draft.calls)), "n_calls": len(draft.calls),
                           "n_writes": n_writes, "noop": n_writes == 0, "distractor": draft.distractor,
-                          "today": today},
+                          "today": today, "world_seed": world_seed},
             ))
     return tasks
