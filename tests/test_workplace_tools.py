@@ -156,6 +156,16 @@ def test_snapshot_restore_and_scratch_rollback():
     assert w.row("project_tasks", "00000001") is not None
 
 
+def test_world_seeds_from_polars_frames_like_from_dicts():
+    import polars as pl
+
+    from rewards.environments.workplace import WorkplaceWorld
+    from workplace_testdata import SMALL_TABLES
+
+    frames = {k: pl.DataFrame(v, schema={c: pl.Utf8 for c in v[0]}) for k, v in SMALL_TABLES.items()}
+    assert WorkplaceWorld.from_tables(frames, today=TODAY).tables() == small_world().tables()
+
+
 def test_bad_seed_tables_are_named():
     from rewards.environments.workplace import WorkplaceWorld, WorldError
 

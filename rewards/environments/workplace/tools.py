@@ -75,9 +75,10 @@ def _fmt(t: dt.datetime) -> str:
 
 
 def _email_address(value: str) -> str:
-    if "@" not in value or "." not in value.split("@")[-1]:
+    # NeMo Gym's rule ("@" and "." somewhere): its CRM holds customer addresses such as name.surname@company
+    if "@" not in value or "." not in value or " " in value.strip():
         raise ToolError(f"invalid email address {value!r}")
-    return value.lower()
+    return value.strip().lower()
 
 
 def _duration(value: str) -> int:
