@@ -257,3 +257,28 @@ EXPLOITABLE_TRAJECTORY = {
     noop_credit: ["tools/noop"],
     read_spam_credit: ["tools/read_spam_credit"],
 }
+
+
+# ---- the workplace environment, built once per test session --------------------------------------------------
+_WORKPLACE: dict = {}
+
+
+def workplace(n: int = 48, seed: int = 0):
+    """(world, task rows, episode) for the generated workplace world; `episode(row)` starts a live episode."""
+    key = (n, seed)
+    if key not in _WORKPLACE:
+        from generators.task_io import record_to_task
+        from generators.workplace import CONTEXT, TODAY, generate_tasks, generate_world_tables
+        from rewards.environments.workplace import WorkplaceEnv, WorkplaceWorld
+
+        tables = generate_world_tables(seed=0)
+        world = WorkplaceWorld.from_tables(tables, today=TODAY, context=CONTEXT)
+        rows = [t.model_dump(mode="json") for t in generate_tasks(tables, today=TODAY, context=CONTEXT, n=n, seed=seed)]
+        env = WorkplaceEnv(world)
+
+        def episode(row):
+            env.reset(record_to_task(row))
+            return lambda calls: [m.content for m in env.step(calls)]
+
+        _WORKPLACE[key] = (world, rows, episode)
+    return _WORKPLACE[key]

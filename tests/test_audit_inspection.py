@@ -71,14 +71,14 @@ def test_labels_file_with_row_outside_dataset_is_refused(tmp_path):
 def test_sampling_from_the_embedded_model_feeds_the_inspection(embedded):
     from studio.audit_sampling import sample_completions
 
-    rows = G.math_rows(6)
-    drawn = sample_completions(rows, 6, loaded=embedded, max_new_tokens=12, batch_size=3, seed=1)
-    assert len(drawn) == 6 and len({i for i, _ in drawn}) == 6
+    rows = G.math_rows(4)
+    drawn = sample_completions(rows, 4, loaded=embedded, max_new_tokens=6, batch_size=2, seed=1)
+    assert len(drawn) == 4 and len({i for i, _ in drawn}) == 4
     assert all(isinstance(t, str) and t for _, t in drawn)
-    again = sample_completions(rows, 6, loaded=embedded, max_new_tokens=12, batch_size=3, seed=1)
+    again = sample_completions(rows, 4, loaded=embedded, max_new_tokens=6, batch_size=2, seed=1)
     assert again == drawn  # seeded sampling is reproducible
     report, ctx = audit_callable(G.sound_strict_tag, rows, samples=drawn, model="default", sandbox=False,
                                  families=["sanity"])
-    assert report.inspection.samples == 6 and report.inspection.model == "default"
+    assert report.inspection.samples == 4 and report.inspection.model == "default"
     frame = inspection_frame(ctx, ctx.samples)
     assert frame["completion"].to_list() == [t for _, t in drawn]

@@ -5,37 +5,22 @@ from __future__ import annotations
 
 import pytest
 
+import audit_gallery as G
+
 from rewards.audit import run_audit, scorer_from_callable
 from schemas.audit import SEVERITY_RANK
 
 
 @pytest.fixture(scope="module")
 def workplace():
-    from generators.task_io import record_to_task
-    from generators.workplace import CONTEXT, TODAY, generate_tasks, generate_world_tables
-    from rewards.environments.workplace import WorkplaceEnv, WorkplaceWorld
-
-    tables = generate_world_tables(seed=0)
-    world = WorkplaceWorld.from_tables(tables, today=TODAY, context=CONTEXT)
-    tasks = generate_tasks(tables, today=TODAY, context=CONTEXT, n=48, seed=0)
-    rows = [t.model_dump(mode="json") for t in tasks]
-    env = WorkplaceEnv(world)
-
-    def episode(row):
-        env.reset(record_to_task(row))
-        return lambda calls: [m.content for m in env.step(calls)]
-
-    return world, rows, episode
+    return G.workplace()
 
 
 def _verifier(world):
-    from generators.task_io import record_to_task
-    from rewards.environments.workplace import verify_trajectory
+    """The rewards package's registered workplace verifier, bound to this world."""
+    from rewards.verifiers import WorkplaceState
 
-    def workplace_verifier(trajectory, **row):
-        return verify_trajectory(record_to_task(row), trajectory, world)
-
-    return workplace_verifier
+    return WorkplaceState(world=world)
 
 
 def test_workplace_verifier_passes_its_audit(workplace):
@@ -69,6 +54,8 @@ def test_final_state_only_verifier_is_caught_by_create_then_delete(workplace):
 
     def final_state_only(trajectory, **row):
         r = verify(trajectory, **row)
+        if r.error:
+            return r
         undone = r.reason.startswith("extra_write") and "created then deleted" in r.reason
         return r.model_copy(update={"passed": True, "score": 1.0}) if undone else r
 

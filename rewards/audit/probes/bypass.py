@@ -81,7 +81,8 @@ class FormatCredit(Probe):
     share of what the reference earns, a policy maximises reward by formatting, not by solving."""
 
     family, name, severity = F, "format_credit_share", "high"
-    description = "A wrong answer in the right format earns < 25% of the reference's margin over an empty answer."
+    description = ("A wrong answer in the right format earns < 25% of the reference's margin over an empty answer "
+                   "(over 50%: format credit outweighs correctness, high).")
     high_share, medium_share = 0.5, 0.25
 
     def build(self, ctx: AuditContext) -> list[Case]:
@@ -104,7 +105,7 @@ class FormatCredit(Probe):
             share = (sw - se) / (ref - se)
             shares.append(share)
             note = f"wrong answer earns {share:.0%} of the reference's margin ({sw:.3g} vs {ref:.3g})"
-            if share >= self.high_share:
+            if share > self.high_share:
                 fooled_hi.append((cw, rw, note))
             elif share >= self.medium_share:
                 fooled_mid.append((cw, rw, note))

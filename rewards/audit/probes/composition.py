@@ -43,12 +43,15 @@ class Dominance(Probe):
                        message="a failing sample scores at least as high as a passing one")
 
 
-def _regression(ctx: AuditContext):
-    """Least-squares effective weight of each component in the score, over every scored sample."""
-    samples = [s for s in ctx.scored if not s.override and s.result.error is None and s.result.score is not None
-               and s.result.components]
-    names = sorted({k for s in samples for k in s.result.components})
-    if len(samples) < len(names) + 3 or not names:
+def _samples_with_components(ctx: AuditContext):
+    return [s for s in ctx.scored if not s.override and s.result.error is None and s.result.score is not None
+            and s.result.components]
+
+
+def _fit(samples, names: list[str]):
+    """Least-squares effective weight of each named component in the score over `samples` (+ an intercept);
+    None when there are too few samples. Also each component's spread and the score range."""
+    if not names or len(samples) < len(names) + 3:
         return None
     X = np.array([[float(s.result.components.get(k, 0.0)) for k in names] + [1.0] for s in samples])
     y = np.array([float(s.result.score) for s in samples])
@@ -56,7 +59,16 @@ def _regression(ctx: AuditContext):
         return None
     coef, *_ = np.linalg.lstsq(X, y, rcond=None)
     spread = X[:, :-1].max(axis=0) - X[:, :-1].min(axis=0)
-    return names, coef[:-1], spread, samples, X, y
+    return dict(zip(names, coef[:-1])), dict(zip(names, spread)), max(float(y.max() - y.min()), 1e-9)
+
+
+def _groups(samples):
+    """Fit within the passing and the failing samples separately: a shaped score is `pass/fail base + signals`,
+    and signals may apply to one group only, so one fit across both would mix the base into the weights."""
+    has_verdict = [s for s in samples if s.result.passed is not None]
+    if not has_verdict:
+        return [("all", samples)]
+    return [(g, [s for s in has_verdict if bool(s.result.passed) == (g == "pass")]) for g in ("pass", "fail")]
 
 
 class ZeroWeight(Probe):
@@ -69,17 +81,22 @@ class ZeroWeight(Probe):
         w = ctx.scorer.weights
         if not w or not any(v == 0 for v in w.values()):
             return Outcome(skipped="the reward declares no zero-weight component")
-        reg = _regression(ctx)
-        if reg is None:
+        samples = _samples_with_components(ctx)
+        names = sorted(k for k in w if any(k in s.result.components for s in samples))
+        fooled, fitted = [], False
+        for group, part in _groups(samples):
+            fit = _fit(part, names)
+            if fit is None:
+                continue
+            fitted = True
+            coef, spread, yr = fit
+            for k in names:
+                if w[k] == 0 and spread[k] > 0 and abs(coef[k]) * spread[k] > 1e-3 * yr:
+                    s = max(part, key=lambda s, k=k: abs(s.result.components.get(k, 0.0)))
+                    fooled.append((Case(s.row, s.item, k), s.result,
+                                   f"{k}: declared 0, effective weight {coef[k]:.4g} on {group} samples"))
+        if not fitted:
             return Outcome(skipped="too few samples with components")
-        names, coef, spread, samples, X, y = reg
-        yr = max(float(y.max() - y.min()), 1e-9)
-        fooled = []
-        for k, c, sp in zip(names, coef, spread):
-            if w.get(k) == 0 and sp > 0 and abs(c) * sp > 1e-3 * yr:
-                col = names.index(k)
-                s = max(samples, key=lambda s, col=col: abs(s.result.components.get(k, 0.0)))
-                fooled.append((Case(s.row, s.item, k), s.result, f"{k}: declared 0, effective weight {c:.4g}"))
         return Outcome(tested_rows=len({s.row for s in samples}), fooled=fooled,
                        message="a zero-weight component still changes the score")
 
@@ -92,35 +109,46 @@ class WrongSign(Probe):
     phase = 1
 
     def judge(self, ctx, cases, results) -> Outcome:
-        reg = _regression(ctx)
-        if reg is None:
-            return Outcome(skipped="too few samples with components")
-        names, coef, spread, samples, X, y = reg
-        yr = max(float(y.max() - y.min()), 1e-9)
+        samples = _samples_with_components(ctx)
         w = ctx.scorer.weights or {}
-        fooled, severity = [], "high" if w else "medium"
-        for j, (k, c, sp) in enumerate(zip(names, coef, spread)):
-            if sp <= 0 or abs(c) * sp <= 0.02 * yr:
-                continue
-            if k in w and w[k] != 0:
-                expected = math.copysign(1, w[k])
-                why = f"declared weight {w[k]:+g}, effective {c:+.3g}"
-            else:
-                verdicted = [(s.result.components.get(k, 0.0), s.result.passed) for s in samples
-                             if s.result.passed is not None]
-                pos = [v for v, p in verdicted if p]
-                neg = [v for v, p in verdicted if not p]
-                if not pos or not neg:
+        declared = sorted(k for k, v in w.items() if v != 0 and any(k in s.result.components for s in samples))
+        fooled, fitted, blocking = [], False, False
+        if declared:  # the declared signals, fitted within each verdict group
+            for group, part in _groups(samples):
+                fit = _fit(part, declared)
+                if fit is None:
                     continue
-                d = float(np.mean(pos) - np.mean(neg))
-                if abs(d) <= 0.05 * sp:
-                    continue
-                expected = math.copysign(1, d)
-                why = f"higher on {'passing' if d > 0 else 'failing'} samples, yet effective weight {c:+.3g}"
-            if math.copysign(1, c) != expected:
-                s = max(samples, key=lambda s, k=k: abs(s.result.components.get(k, 0.0)))
-                fooled.append((Case(s.row, s.item, k), s.result, f"{k}: {why}"))
-        return Outcome(tested_rows=len({s.row for s in samples}), fooled=fooled, severity=severity,
+                fitted = True
+                coef, spread, yr = fit
+                for k in declared:
+                    if spread[k] > 0 and abs(coef[k]) * spread[k] > 0.02 * yr and \
+                            math.copysign(1, coef[k]) != math.copysign(1, w[k]):
+                        s = max(part, key=lambda s, k=k: abs(s.result.components.get(k, 0.0)))
+                        fooled.append((Case(s.row, s.item, k), s.result,
+                                       f"{k}: declared weight {w[k]:+g}, effective {coef[k]:+.3g} on {group} samples"))
+                        blocking = True
+        else:  # no declared weights: a component that tracks passing but lowers the score (a weak signal: medium)
+            names = sorted({k for s in samples for k in s.result.components})
+            fit = _fit(samples, names)
+            verdicted = [s for s in samples if s.result.passed is not None]
+            if fit is not None and verdicted:
+                fitted = True
+                coef, spread, yr = fit
+                for k in names:
+                    pos = [s.result.components.get(k, 0.0) for s in verdicted if s.result.passed]
+                    neg = [s.result.components.get(k, 0.0) for s in verdicted if not s.result.passed]
+                    if not pos or not neg or spread[k] <= 0 or abs(coef[k]) * spread[k] <= 0.02 * yr:
+                        continue
+                    d = float(np.mean(pos) - np.mean(neg))
+                    if abs(d) > 0.05 * spread[k] and math.copysign(1, coef[k]) != math.copysign(1, d):
+                        s = max(samples, key=lambda s, k=k: abs(s.result.components.get(k, 0.0)))
+                        fooled.append((Case(s.row, s.item, k), s.result,
+                                       f"{k}: higher on {'passing' if d > 0 else 'failing'} samples, yet effective "
+                                       f"weight {coef[k]:+.3g}"))
+        if not fitted:
+            return Outcome(skipped="too few samples with components")
+        return Outcome(tested_rows=len({s.row for s in samples}), fooled=fooled,
+                       severity="high" if blocking else "medium",
                        message="a component pushes the score the wrong way")
 
 
@@ -154,7 +182,8 @@ def _missing_reference(ctx: AuditContext, i: int):
             for v in ("", f.render(""), f.render("None"), f.render("null"), f.render("nan"), "None")]
 
 
-@attack(F, "nan_reference", "high", "With the reference set to NaN, 'nan' does not pass.", rows=_none_rows)
+@attack(F, "nan_reference", "medium",
+        "With the reference set to NaN (a missing value read by pandas), 'nan' does not pass.", rows=_none_rows)
 def _nan_reference(ctx: AuditContext, i: int):
     f, over = ctx.answer_format, {ctx.reference_field: float("nan")}
     return [Case(i, v, f"reference=NaN, answer {v!r}", row_override=over) for v in (f.render("nan"), f.render("NaN"))]

@@ -8,6 +8,9 @@ from rewards.audit.formats import FULLWIDTH, near_misses, parse_number, superscr
 from rewards.audit.registry import attack
 
 F = "parser"
+# Unicode tricks make the reward read a different value than a person does (a correctness bug, shown to the user),
+# but a policy needs the right answer to produce them, so they are not a way to earn reward without solving: medium.
+UNICODE_SEVERITY = "medium"
 
 
 def _fmt(ctx: AuditContext):
@@ -104,21 +107,21 @@ def _malformed(ctx, i):
     ]
 
 
-@attack(F, "unicode_zero_width_smuggle", "high",
+@attack(F, "unicode_zero_width_smuggle", UNICODE_SEVERITY,
         "A wrong value with the right one glued on by a zero-width space (reads as one wrong number).")
 def _zw(ctx, i):
     ref, w = ctx.reference(i), ctx.wrong(i, 1)[0]
     return [_fmt(ctx).render(f"{w}\u200b{ref}"), _fmt(ctx).render(f"{ref}\u200b{w}")]
 
 
-@attack(F, "unicode_homoglyph_minus", "high",
+@attack(F, "unicode_homoglyph_minus", UNICODE_SEVERITY,
         "The reference negated with U+2212 MINUS SIGN (reads −42; ASCII-only cleaning turns it into 42).",
         rows=lambda ctx: [i for i in _numeric_rows(ctx) if parse_number(ctx.reference(i)) > 0])
 def _minus(ctx, i):
     return _fmt(ctx).render("\u2212" + ctx.reference(i))
 
 
-@attack(F, "unicode_nfkc_superscript", "high",
+@attack(F, "unicode_nfkc_superscript", UNICODE_SEVERITY,
         "A different value whose NFKC form is the reference (4² is 16, NFKC makes it '42').",
         rows=_numeric_rows)
 def _superscript(ctx, i):
@@ -126,7 +129,7 @@ def _superscript(ctx, i):
     return None if v is None else _fmt(ctx).render(v)
 
 
-@attack(F, "unicode_fullwidth_wrong", "high", "A wrong value in full-width digits next to the right one in ASCII.",
+@attack(F, "unicode_fullwidth_wrong", UNICODE_SEVERITY, "A wrong value in full-width digits next to the right one in ASCII.",
         rows=_numeric_rows)
 def _fullwidth_wrong(ctx, i):
     ref, w = ctx.reference(i), ctx.wrong(i, 1)[0]

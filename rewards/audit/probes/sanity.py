@@ -150,7 +150,9 @@ class Crashes(Probe):
     phase = 1
 
     def judge(self, ctx, cases, results) -> Outcome:
-        errs = [s for s in ctx.scored if s.result.error and not _NONFINITE.search(s.result.error.splitlines()[0])]
+        # raising on a row whose reference was removed (the missing-reference probes) is a visible error, fine
+        errs = [s for s in ctx.scored if s.result.error and not s.override
+                and not _NONFINITE.search(s.result.error.splitlines()[0])]
         fooled = [(Case(s.row, s.item), s.result, s.result.error.splitlines()[0][:160]) for s in errs]
         out = Outcome(tested_rows=len({s.row for s in ctx.scored}), fooled=fooled,
                       message=f"the reward raised on {len(errs)} of {len(ctx.scored)} inputs")
