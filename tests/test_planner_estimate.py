@@ -1,0 +1,77 @@
+"""The cost planner: parameter counts against the real model, workload arithmetic, reductions, and the estimate
+checked against a measured tiny GRPO run (within 2x)."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from training.config_io import load_train_config
+from training.planner import PlanError, gpu, make_shape, make_workload, model_shape, plan
+
+TINY = "examples/configs/tiny.yaml"
+
+
+def fast_tokenizer():
+    """The embedded tokenizer from its cache checked by size only (the full re-hash costs seconds)."""
+    from training.model import ensure_embedded_cache, load_tokenizer
+
+    return load_tokenizer(str(ensure_embedded_cache(full_hash=False)))
+
+
+def test_param_count_matches_the_real_models():
+    from training.policy import build_random_model
+
+    cfg = load_train_config(TINY, check_files=False)
+    s = model_shape(cfg)
+    real = build_random_model(fast_tokenizer(), cfg.model.architecture)
+    assert s.params == sum(p.numel() for p in real.parameters())
+    big = model_shape(load_train_config(TINY, check_files=False, overrides={"model": {"name": "default"}}))
+    assert abs(big.params - 134_515_008) / 134_515_008 < 0.001  # SmolLM2-135M
+
+
+def test_workload_and_lora_counts():
+    cfg = load_train_config(TINY, check_files=False, overrides={
+        "steps": 5, "rollout": {"environment": "workplace", "max_turns": 3, "max_new_tokens": 16,
+                                "max_total_tokens": 4096}})
+    w = make_workload(cfg, prompt_tokens=100)
+    assert (w.prompts_per_step, w.completions_per_step, w.turns, w.tool_calls_per_episode) == (2, 8, 3, 2)
+    assert w.sequence_tokens == 100 + 3 * 16 + 2 * 96
+    assert w.env_steps_per_step == 16 and w.total_tool_calls == 80 and w.total_generated_tokens == 8 * 3 * 16 * 5
+    lora = load_train_config(TINY, check_files=False, overrides={"lora": {"enabled": True, "r": 8}}).lora
+    s = make_shape("x", layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16, intermediate=128, vocab=100,
+                   tied=True, lora=lora)
+    assert s.trainable_params == 2 * 8 * ((64 + 64) * 2 + (64 + 32) * 2)
+    with pytest.raises(PlanError, match="unknown GPU 'B9000'"):
+        gpu("B9000")
+
+
+def test_plan_without_probe_has_gpu_time_memory_and_sorted_reductions():
+    cfg = load_train_config(TINY, check_files=False, overrides={"model": {"name": "default", "init": "pretrained"},
+                                                                "rollout": {"max_new_tokens": 64}})
+    rep = plan(cfg, probe=False, gpus=["H100", "T4"])
+    e = rep.estimate
+    assert [t.target for t in e.time] == ["H100", "T4"]
+    assert e.time[0].step_s < e.time[1].step_s
+    assert e.memory.weights == e.model.params * 4 and e.memory.optimizer == 2 * e.memory.weights
+    assert e.workload.prompt_tokens > 20  # measured on the arithmetic prompts through the chat template
+    saves = [r.saves_s for r in rep.reductions]
+    assert saves == sorted(saves, reverse=True) and {r.change for r in rep.reductions} >= {"max tokens", "LoRA"}
+
+
+def test_estimate_is_within_2x_of_a_measured_tiny_run(tmp_path):
+    from training.grpo import GRPOTrainer
+    from training.policy import build_random_model
+
+    cfg = load_train_config(TINY, overrides={"steps": 4, "output_dir": str(tmp_path / "run"),
+                                             "dynamic_sampling": {"enabled": False},
+                                             "checkpoint": {"every": 100}})
+    est = plan(cfg, probe_s=6.0).estimate.time[0]
+    records: list[dict] = []
+    tok = fast_tokenizer()
+    model = build_random_model(tok, cfg.model.architecture, seed=cfg.seed)
+    GRPOTrainer(cfg, model=model, tokenizer=tok, on_step=records.append).train()
+    measured = statistics.mean(r["step_time_s"] for r in records[1:])  # step 1 also pays one-off warm-up
+    ratio = measured / est.step_s
+    assert 0.5 <= ratio <= 2.0, f"estimated {est.step_s:.2f} s/step, measured {measured:.2f} s/step"
