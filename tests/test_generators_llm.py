@@ -25,6 +25,10 @@ SCHEMA = {"type": "object", "additionalProperties": False, "required": ["title",
                          "hours": {"type": "integer", "minimum": 1, "maximum": 12}}}
 
 
+SHORT = json.loads(json.dumps(SCHEMA))
+SHORT["properties"]["title"]["maxLength"] = 16
+
+
 def test_revalidation_catches_what_constrained_decoders_let_through():
     assert validate_output('{"title": "abc", "priority": "low", "hours": 3}', SCHEMA) == (
         {"title": "abc", "priority": "low", "hours": 3}, None)
@@ -118,13 +122,14 @@ def test_embedded_structured_column_is_valid(embedded, tmp_path):
     spec = {"seed": 3, "batch_size": 8, "tables": {"t": {"columns": [
         {"name": "product", "kind": "category", "values": ["billing page", "search box"]},
         {"name": "ticket", "kind": "llm_structured", "prompt": "Write a short task ticket for the {product}.",
-         "json_schema": SCHEMA, "max_retries": 1}]}}}
+         "json_schema": SHORT, "max_retries": 1}]}}}
     runner = LLMRunner(model=model, tokenizer=tok)
-    m = generate_dataset(spec, 2, tmp_path / "e", llm=runner)
+    m = generate_dataset(spec, 1, tmp_path / "e", llm=runner)
     df = read_table(tmp_path / "e", "t")
-    assert df.height == 2 and m["tables"]["t"]["quarantined"] == 0
+    assert df.height == 1 and m["tables"]["t"]["quarantined"] == 0
     for v in df["ticket"].to_list():
-        obj, why = validate_output(v, SCHEMA)
+        obj, why = validate_output(v, SHORT)
+        assert 3 <= len(obj["title"]) <= 16
         assert why is None and obj["priority"] in ("low", "high") and 1 <= obj["hours"] <= 12
     dec = runner._decoders["default"]
     assert dec.stats["forced_tokens"] > 0  # the schema's fixed text was fed, not decoded
