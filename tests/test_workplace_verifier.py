@@ -162,3 +162,17 @@ def test_ground_truth_that_does_not_replay_is_an_error_not_a_zero():
     traj, _ = run(REPLY, ["Done."])
     r = verify_trajectory(broken, traj, WORLD)
     assert r.is_error and r.score is None and "00000099" not in r.reason and "not found" in r.error
+
+
+def test_caches_follow_direct_changes_to_the_world():
+    from rewards.environments.workplace import execute
+    from workplace_testdata import small_world as fresh
+
+    w = fresh()
+    t = task("cache", [("project_management_delete_task", {"task_id": "00000002"})])
+    ok = Trajectory(task_id="cache", messages=[Message(role="assistant", content="", tool_calls=[
+        ToolCall(name="project_management_delete_task", arguments={"task_id": "00000002"})])], final_answer="ok")
+    assert verify_trajectory(t, ok, w).passed
+    execute(w, ToolCall(name="project_management_delete_task", arguments={"task_id": "00000002"}))
+    r = verify_trajectory(t, ok, w)  # the world changed underneath: ground truth no longer replays
+    assert r.is_error and "not found" in r.error

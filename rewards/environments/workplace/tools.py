@@ -557,4 +557,6 @@ def execute(world: WorkplaceWorld, call: ToolCall) -> ToolResult:
         conn.execute("RELEASE tool_call")
         raise ToolCrash(f"tool {call.name} crashed on {call.arguments!r}: {exc!r}") from exc
     conn.execute("RELEASE tool_call")
+    if writes and not world.in_scratch:
+        world.mark_changed()
     return ToolResult(call.name, output=output, writes=writes, is_write=True)

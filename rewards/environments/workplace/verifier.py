@@ -128,13 +128,13 @@ class Expected:
         return self.replay.final
 
 
-_EXPECTED_CACHE: dict[tuple[int, str, str], Expected] = {}
+_EXPECTED_CACHE: dict[tuple[int, int, str, str], Expected] = {}
 
 
 def expected_effect(task: TaskRow, world: WorkplaceWorld) -> Expected:
     calls = list(task.ground_truth_calls or [])
     sig = repr([(c.name, sorted(c.arguments.items())) for c in calls])
-    key = (id(world), task.id, sig)
+    key = (world.serial, world.version, task.id, sig)
     hit = _EXPECTED_CACHE.get(key)
     if hit is None:
         rep = replay(world, [c for c in calls if c.name in WRITE_TOOLS], run_reads=False)

@@ -9,6 +9,7 @@ way in both. Column names follow NeMo Gym's (including `inbox/outbox` and `sende
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -94,6 +95,7 @@ NEXT_ID_SQL = {
 }
 
 DEFAULT_CONTEXT = "Meetings must not start before 9am or end after 6pm."
+_SERIALS = itertools.count(1)
 
 
 class WorldError(ValueError):
@@ -137,6 +139,11 @@ class WorkplaceWorld:
         self.context = context
         self.name = name
         self._base_rows: dict[tuple[str, str], tuple | None] = {}
+        self._scratch_depth = 0
+        # (serial, version) identifies this world's committed content for caches: the serial is unique per object
+        # (never reused, unlike id()), the version moves whenever a write lands outside a scratch savepoint.
+        self.serial = next(_SERIALS)
+        self.version = 0
 
     # --- construction --------------------------------------------------------------------------------------------
     @classmethod
@@ -192,7 +199,16 @@ class WorkplaceWorld:
 
     def restore(self, data: bytes) -> None:
         self.conn.deserialize(data)
+        self.mark_changed()
+
+    def mark_changed(self) -> None:
+        """The committed content changed (a write outside `scratch`, a restore): drop what caches hold."""
+        self.version += 1
         self._base_rows.clear()
+
+    @property
+    def in_scratch(self) -> bool:
+        return self._scratch_depth > 0
 
     def fork(self) -> "WorkplaceWorld":
         """An independent copy (for one episode)."""
@@ -202,9 +218,11 @@ class WorkplaceWorld:
     def scratch(self) -> Iterator["WorkplaceWorld"]:
         """Run writes that are undone on exit (a SAVEPOINT rolled back): replays for verification cost no copy."""
         self.conn.execute("SAVEPOINT scratch")
+        self._scratch_depth += 1
         try:
             yield self
         finally:
+            self._scratch_depth -= 1
             self.conn.execute("ROLLBACK TO scratch")
             self.conn.execute("RELEASE scratch")
 
@@ -222,6 +240,8 @@ class WorkplaceWorld:
     def base_row(self, table: str, key: str) -> tuple | None:
         """A row as it is in the world's committed state (cached: the verifier asks for the same rows often)."""
         k = (table, key)
+        if self.in_scratch:
+            raise RuntimeError("base_row() inside scratch() would read uncommitted rows")
         if k not in self._base_rows:
             self._base_rows[k] = self.row(table, key)
         return self._base_rows[k]
