@@ -7,6 +7,17 @@ version: construct the class (`rewards.verifiers`) with options and register or 
 
 from __future__ import annotations
 
+SUMMARY = {
+    "exact_match": "answer == reference (normalised)",
+    "numeric_match": "number == reference (exact)",
+    "regex_match": "answer matches a pattern",
+    "json_schema": "JSON valid against a schema",
+    "tool_call_match": "tool calls match (BFCL AST)",
+    "code_tests": "code passes unit tests",
+    "llm_judge": "YES/NO from a judge model",
+    "workplace_state": "workplace final state matches",
+}
+
 
 def register_builtins() -> None:
     """Register each built-in verifier with its default configuration (labelled "builtin")."""

@@ -50,9 +50,8 @@ def import_file(path: Path) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
     sys.path_importer_cache.pop(str(path.parent), None)
-    added = str(path.parent) not in sys.path
-    if added:  # so that the file may import its neighbours
-        sys.path.insert(0, str(path.parent))
+    if str(path.parent) not in sys.path:  # so the file may import its neighbours (appended: never shadows stdlib)
+        sys.path.append(str(path.parent))
     try:
         spec.loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 - a crash while importing user code is the message to show

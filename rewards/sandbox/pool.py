@@ -70,12 +70,16 @@ def _describe_exit(code: int | None) -> str:
 
 class _Worker:
     def __init__(self, limits: SandboxLimits) -> None:
-        cmd = [sys.executable, "-m", "rewards.sandbox.worker", "--memory-mb", str(limits.memory_mb)]
+        # -P: no current folder in front of sys.path (a user's `math.py` must not shadow the standard library);
+        # the parent's own sys.path entries are appended *after* the worker's, by the worker itself.
+        cmd = [sys.executable, "-P", "-m", "rewards.sandbox.worker", "--memory-mb", str(limits.memory_mb)]
         if limits.network:
             cmd.append("--network")
         env = dict(os.environ)
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = root
         paths = [p for p in sys.path if p and os.path.isdir(p)]
-        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([os.getcwd(), *paths]))
+        env["RLVR_SANDBOX_PATH"] = os.pathsep.join(dict.fromkeys([os.getcwd(), *paths]))
         env.update({"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                     "TOKENIZERS_PARALLELISM": "false", "RLVR_SANDBOX": "1", "PYTHONDONTWRITEBYTECODE": "1"})
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,

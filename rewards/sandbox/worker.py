@@ -60,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     from rewards.sandbox.framing import encode, read_frame, write_all
     import cloudpickle  # noqa: F401 - so pickled closures load
 
+    for p in os.environ.get("RLVR_SANDBOX_PATH", "").split(os.pathsep):  # the parent's paths, after our own
+        if p and p not in sys.path:
+            sys.path.append(p)
     limit_memory(args.memory_mb)
     signal.signal(signal.SIGALRM, _on_alarm)
     write_all(proto_out, encode(("hello", {"pid": os.getpid(), "network_isolation": net, "why": why,
