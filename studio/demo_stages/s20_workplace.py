@@ -36,7 +36,7 @@ def run(ctx) -> dict:
         from training.model import load_model
 
         model, tok = load_model("default")
-    n_roll, turns, tokens = (2, 2, 64) if ctx.quick else (5, 4, 128)
+    n_roll, turns, tokens = (2, 2, 64) if ctx.quick else (3, 3, 96)
     table = Table(title=f"embedded model on {n_roll} test tasks")
     for col in ("task", "category", "verdict", "reason"):
         table.add_column(col)
