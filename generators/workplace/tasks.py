@@ -18,7 +18,7 @@ import datetime as dt
 import hashlib
 import random
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from schemas.messages import Message, ToolCall

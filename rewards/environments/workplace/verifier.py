@@ -33,16 +33,16 @@ that are right), `wrong_changes` (rows changed wrongly, incl. reverted extra wri
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Iterable
 
-from schemas.messages import Message, ToolCall
+from schemas.messages import ToolCall
 from schemas.rewards import RewardResult
 from schemas.task import TaskRow
 from schemas.tool_prompt import TOOL_CALL_OPEN
 from schemas.trajectory import Trajectory
 from schemas.workplace import CASE_SENSITIVE_COLUMNS, TOOLS_BY_NAME, WRITE_TOOLS
 from rewards.environments.toolcalls import parse_reply
-from rewards.environments.workplace.tools import ToolResult, execute
+from rewards.environments.workplace.tools import ToolResult, execute, validate_call
 from rewards.environments.workplace.world import TABLES, WorkplaceWorld
 
 REASON_CODES = ("format_error", "wrong_tool", "wrong_arguments", "missing_action", "extra_write", "failed_call",
@@ -98,8 +98,6 @@ def replay(world: WorkplaceWorld, calls: Iterable[ToolCall], *, run_reads: bool 
     `run_reads=False` skips executing read tools (they cannot change state); their arguments are still validated.
     """
     out = Replay()
-    from rewards.environments.workplace.tools import validate_call
-
     with world.scratch():
         for call in calls:
             tool = TOOLS_BY_NAME.get(call.name)
@@ -300,12 +298,3 @@ def reason_code(result: RewardResult) -> str:
 def shaped_signals(result: RewardResult) -> dict[str, float]:
     """The intermediate signals for a shaped reward (all components except the verdict itself)."""
     return {k: v for k, v in result.components.items() if k not in ("passed",)}
-
-
-def messages_for_calls(calls: list[ToolCall]) -> list[Message]:
-    """Helper for tests and imports: one assistant message per call (OpenAI style, no text)."""
-    return [Message(role="assistant", content="", tool_calls=[c]) for c in calls]
-
-
-def describe(result: RewardResult) -> dict[str, Any]:
-    return {"passed": result.passed, "reason": result.reason, **result.components}
