@@ -41,14 +41,21 @@ def pick_dataset(ws: Workspace, label: str = "dataset", key: str = "dataset") ->
 
 
 def function_names(path: Path) -> list[str]:
-    """Top-level function names of a Python file (parsed, not executed); reward-looking names first."""
+    """Top-level reward names of a Python file, parsed and not executed: functions, and names bound to a call
+    (`math_shaped = ShapedReward(...)`, a configured verifier object); reward-looking names first."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except (OSError, SyntaxError, ValueError):
         return []
-    names = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-             and not n.name.startswith("_")]
-    return sorted(names, key=lambda n: (0 if "reward" in n or "verif" in n else 1, names.index(n)))
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            names.extend(t.id for t in node.targets if isinstance(t, ast.Name))
+    names = [n for n in names if not n.startswith("_") and not n.isupper()]
+    return sorted(dict.fromkeys(names), key=lambda n: (0 if any(k in n for k in ("reward", "verif", "shaped",
+                                                                                     "binary")) else 1, names.index(n)))
 
 
 def pick_reward(ws: Workspace, key: str = "reward") -> str | None:

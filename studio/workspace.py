@@ -112,7 +112,8 @@ class Workspace:
         targets = [
             ("specs", "datasets/*.yaml"), ("specs", "datasets/*.yml"), ("specs", "specs/*.yaml"),
             ("rewards", "rewards/*.py"), ("rewards", "*/reward*.py"),
-            ("datasets", "*/tasks*.jsonl"), ("datasets", "*/tasks*.parquet"),
+            ("datasets", "*/*tasks*.jsonl"), ("datasets", "*/*tasks*.parquet"),
+            ("completions", "*/*completions*.jsonl"),
             ("configs", "configs/*.yaml"), ("configs", "configs/*.yml"),
         ]
         for sub, pat in targets:

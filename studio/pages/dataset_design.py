@@ -119,7 +119,7 @@ def _preview(spec) -> None:
         if q is not None and q.height:
             st.warning(f"{q.height} row(s) quarantined")
             st.dataframe(q.to_pandas(), hide_index=True)
-        with st.expander(f"{table}: per-column profile", expanded=False):
+        with st.expander(f"{table}: per-column profile", expanded=True):
             st.dataframe(_profile_frame(report["tables"][table]["columns"]), hide_index=True, width="stretch")
     _relations(report)
 
@@ -147,7 +147,7 @@ def _relations(report: dict) -> None:
     bad = [c for c in checks if not c["ok"]]
     (st.error if bad else st.success)(
         f"relations: {len(checks) - len(bad)} of {len(checks)} hold" + (f"; {len(bad)} FAIL" if bad else ""))
-    st.dataframe(pl.DataFrame([{"ok": "✅" if c["ok"] else "❌", "relation": c["name"], "kind": c["kind"],
+    st.dataframe(pl.DataFrame([{"ok": "ok" if c["ok"] else "FAIL", "relation": c["name"], "kind": c["kind"],
                                 "failed rows": c["failed"], "checked": c["checked"], "detail": c.get("detail", "")}
                                for c in checks]).to_pandas(), hide_index=True, width="stretch")
 

@@ -225,11 +225,12 @@ def _labels(ws: Workspace, report: Any) -> None:
     st.caption(f"{frame.height} sampled outputs from `{insp.model}` · labels persist in `{ws.rel(table)}` "
                "(and its CSV, which `rlvr audit` reads back)")
     edited = st.data_editor(
-        frame.select(["sample", "id", "prompt", "completion", "score", "passed", "reason", "label"]).to_pandas(),
+        frame.select(["label", "sample", "score", "passed", "completion", "reason", "prompt", "id"]).to_pandas(),
         column_config={
-            "label": st.column_config.SelectboxColumn("your label", options=LABELS, required=False),
-            "prompt": st.column_config.TextColumn(width="medium"),
+            "label": st.column_config.SelectboxColumn("your label", options=LABELS, required=False, width="small"),
+            "passed": st.column_config.CheckboxColumn("reward passed"),
             "completion": st.column_config.TextColumn(width="large"),
+            "prompt": st.column_config.TextColumn(width="medium"),
         },
         disabled=["sample", "id", "prompt", "completion", "score", "passed", "reason"],
         hide_index=True, width="stretch", key=f"labels::{table}", num_rows="fixed",

@@ -198,9 +198,8 @@ def _monitor(ws: Workspace, runs: RunManager) -> None:
     @st.fragment(run_every=2.0 if running else None)
     def live() -> None:
         s = runs.status(run_id)
-        badge = {"running": "🟢", "finished": "✅", "failed": "❌", "stopped": "⏹️", "lost": "❓"}[s.state]
         cols = st.columns(4)
-        cols[0].metric("state", f"{badge} {s.state}")
+        cols[0].metric("state", s.state)
         cols[1].metric("kind", s.record.kind)
         rows = read_metrics(find_metrics_file(s.record.output_dir) or "")
         cols[2].metric("steps logged", len(rows))
