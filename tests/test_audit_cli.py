@@ -93,3 +93,16 @@ def test_labels_loop_reports_agreement(work):
     assert insp["labelled"] == 4 and insp["accuracy"] == 0.75
     assert [d["sample"] for d in insp["disagreements"]] == [1]
     assert Path(insp["table_csv"]).exists()
+
+
+def test_families_and_max_rows_narrow_the_audit_but_sanity_always_runs(work):
+    out = work / "narrow.json"
+    res = _run(f"{work}/gallery.py:empty_passes", "--dataset", work / "math.jsonl", "--samples", 0,
+               "--families", "judge", "--max-rows", 5, "--json", out)
+    assert res.exit_code == 1, res.output
+    data = json.loads(out.read_text())
+    assert data["rows"] == 5
+    assert {p["family"] for p in data["probes"]} == {"judge", "sanity"}
+    assert {f["probe"] for f in data["findings"]} >= {"empty", "master_key_colon"}
+    bad = _run(f"{work}/gallery.py:empty_passes", "--dataset", work / "math.jsonl", "--families", "nonsense")
+    assert bad.exit_code == 2 and "unknown probe families" in bad.output

@@ -82,3 +82,14 @@ def test_sampling_from_the_embedded_model_feeds_the_inspection(embedded):
     assert report.inspection.samples == 4 and report.inspection.model == "default"
     frame = inspection_frame(ctx, ctx.samples)
     assert frame["completion"].to_list() == [t for _, t in drawn]
+
+
+def test_score_following_length_on_sampled_outputs_is_a_finding():
+    rows = G.math_rows(12)
+    samples = [(i, "Reasoning. " * (3 * i) + "<answer>0</answer>") for i in range(12)]
+    report, _ = audit_callable(G.length_bonus, rows, samples=samples, sandbox=False, families=["length"])
+    f = next(f for f in report.findings if f.probe == "length_correlation")
+    assert f.severity == "medium" and "Spearman 1.00" in f.message
+    assert report.inspection.length_score_spearman == pytest.approx(1.0)
+    clean, _ = audit_callable(G.sound_strict_tag, rows, samples=samples, sandbox=False, families=["length"])
+    assert "length_correlation" not in {f.probe for f in clean.findings}

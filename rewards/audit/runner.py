@@ -115,7 +115,8 @@ def run_audit(
         gold_trajectories(ctx)
     tick("reference", 1, 1)
 
-    probes = [p for p in all_probes() if not families or p.family in families]
+    # the sanity family always runs: without it a reward that errors on everything could "pass" a partial audit
+    probes = [p for p in all_probes() if not families or p.family in families or p.family == "sanity"]
     runs: list[ProbeRun] = []
     findings: list[Finding] = []
     built: list[tuple[Probe, list[Case]]] = []

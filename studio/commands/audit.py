@@ -3,8 +3,9 @@
 Attack a reward the way a policy would, before training on it; sample N completions from a model for a person to
 label; exit 0 when no finding reaches severity "high", 1 when one does, 2 on misuse (unreadable reward or
 dataset, missing field). The contract above is relied on by other tools: keep it exactly. Added options:
-`--labels TABLE` (a labelled inspection table: re-score its completions and report agreement instead of sampling)
-and `--table PATH` (where the inspection table goes).
+`--labels TABLE` (a labelled inspection table: re-score its completions and report agreement instead of sampling),
+`--table PATH` (where the inspection table goes), `--max-rows N` and `--families a,b` (for slow rewards such as an
+LLM judge: audit a prefix of the rows, or only some probe families).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def run_audit_job(
     progress: Progress | None = None,
     max_new_tokens: int = 160,
     limit: int | None = None,
+    families: list[str] | None = None,
 ):
     """Load the reward and the dataset, sample (or read labelled) completions, run the audit, write the table.
 
@@ -100,7 +102,8 @@ def run_audit_job(
 
     try:
         report, ctx = run_audit(scorer, rows, reference_field=reference_field, samples=drawn, labels=human,
-                                model=used_model, dataset=str(dataset), progress=tick)
+                                model=used_model, dataset=str(dataset), progress=tick,
+                                families=families)
     except AuditMisuse as exc:
         raise AuditUsageError(str(exc)) from exc
     if ctx.samples and report.inspection is not None:
@@ -124,17 +127,30 @@ def audit(
     json_out: Path | None = typer.Option(None, "--json", help="Write the report as JSON here (and Markdown beside)."),
     labels: Path | None = typer.Option(None, "--labels", help="A labelled inspection table: report agreement."),
     table: Path | None = typer.Option(None, "--table", help="Where to write the inspection table (.parquet + .csv)."),
+    max_rows: int | None = typer.Option(None, "--max-rows", min=1, help="Audit only the first N rows (slow rewards, "
+                                        "e.g. LLM judges)."),
+    families: str | None = typer.Option(None, "--families", help="Only these probe families, comma-separated "
+                                        "(bypass,parser,length,judge,tools,composition,robustness); sanity always "
+                                        "runs."),
 ) -> None:
     """Find reward gaming before training: >= 40 probes, trivial-policy baselines, a sample to inspect."""
     from rewards.audit.report import render_markdown, write_json, atomic_write_text
 
+    from rewards.audit import all_probes
+
+    fams = [f.strip() for f in families.split(",") if f.strip()] if families else None
+    known = {p.family for p in all_probes()}
+    if fams and set(fams) - known:
+        console.print(f"[red]error:[/red] unknown probe families {sorted(set(fams) - known)}; known: {sorted(known)}")
+        raise typer.Exit(2)
     if table is None and json_out is not None:
         table = json_out.with_name(json_out.stem + ".inspection.parquet")
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, transient=True) as progress:
             report, _ = run_audit_job(reward, dataset, reference_field=reference_field, samples=samples, model=model,
-                                      labels=labels, table=table, progress=progress)
+                                      labels=labels, table=table, progress=progress,
+                                      limit=max_rows, families=fams)
     except AuditUsageError as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         raise typer.Exit(2) from exc
