@@ -48,8 +48,9 @@ from training.losses import (
     token_logprobs,
 )
 from training.metrics import MetricsLog, plot_metrics
-from training.rollout import SamplingParams, positions
-from training.samples import Sample, pack, slice_packed
+from training.rollout import SamplingParams
+from training.logprobs import full_logprobs, shared_groups, shared_prompt_logprobs
+from training.samples import Sample, pack, slice_packed, unique_prompts
 from training.scoring import LoadedReward, load_reward, passed, row_fields
 
 
@@ -152,6 +153,9 @@ class GRPOTrainer:
         self.dist = detect_dist()
         self._model, self._tok, self._tasks, self._reward = model, tokenizer, tasks, reward
         self.init_from = init_from
+        self.share_prompts = True  # compute each group's prompt once (exact; see training/logprobs.py)
+        self.autocast_bf16 = False  # set from cfg in _setup
+        self.device_type = "cpu"
 
     # ------------------------------------------------------------------------------------------- setup
     def _setup(self) -> None:
@@ -188,6 +192,8 @@ class GRPOTrainer:
             tok.pad_token = tok.eos_token
         model.train()
         self.model, self.tok = model, tok
+        self.device_type = next(model.parameters()).device.type
+        self.autocast_bf16 = cfg.model.precision == "bf16-autocast"
         self.ref_model = self._make_reference(model) if self.loss_cfg["beta"] > 0 else None
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=cfg.optim.lr, betas=cfg.optim.betas,
@@ -227,7 +233,7 @@ class GRPOTrainer:
             return make_environment_collector(cfg, self.model, self.tok, self.reward)
         from training.rollout import make_backend
 
-        backend = make_backend(cfg.rollout.backend, self.model, self.tok)
+        backend = make_backend(cfg.rollout.backend, self.model, self.tok, autocast_bf16=self.autocast_bf16)
         system = cfg.rollout.system_prompt
 
         def collect(tasks: list[TaskRow], g: int, params: SamplingParams) -> list[Sample]:
@@ -394,12 +400,19 @@ class GRPOTrainer:
         w = self.cfg.optim.warmup_steps
         return self.cfg.optim.lr * min(1.0, (self.step + 1) / w) if w else self.cfg.optim.lr
 
-    def _forward_logprobs(self, model: Any, pb: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        t = pb.completion_ids.shape[1]
-        out = model(input_ids=pb.input_ids, attention_mask=pb.attention_mask,
-                    position_ids=positions(pb.attention_mask), logits_to_keep=t + 1, use_cache=False)
-        logits = out.logits[:, :-1, :].float()
-        return token_logprobs(logits, pb.completion_ids, self.cfg.rollout.temperature), logits
+    def _forward_logprobs(self, model: Any, pb: Any, shared: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        temp = self.cfg.rollout.temperature
+        with self._autocast():
+            if shared:
+                g = self.cfg.rollout.num_generations
+                p_ids, p_mask = unique_prompts(pb, g)
+                return shared_prompt_logprobs(model, p_ids, p_mask, pb.completion_ids, pb.completion_mask, g, temp)
+            return full_logprobs(model, pb.input_ids, pb.attention_mask, pb.completion_ids, temp)
+
+    def _autocast(self) -> Any:
+        if self.cfg.model.dtype == "bfloat16" or not self.autocast_bf16:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device_type, dtype=torch.bfloat16)
 
     def _update(self, packed: Any, adv: torch.Tensor | None) -> dict[str, float]:
         """num_iterations optimizer steps on one batch; micro-batches accumulate into exactly the batch gradient."""
@@ -417,6 +430,9 @@ class GRPOTrainer:
                                  normalizer=float(lc.get("normalizer") or cfg.rollout.max_new_tokens))
         mb = cfg.optim.micro_batch_size or max(b, 1)
         chunks = [(s, min(s + mb, b)) for s in range(0, b, mb)] if b else []
+        g = cfg.rollout.num_generations
+        shared = (self.share_prompts and packed is not None and mb % g == 0
+                  and shared_groups([row[m.bool()].tolist() for row, m in zip(packed.prompt_ids, packed.prompt_mask)], g))
         old: dict[int, torch.Tensor] = {}
         agg: dict[str, float] = {}
         grad_norm = 0.0
@@ -430,10 +446,11 @@ class GRPOTrainer:
                 sync = ci == len(chunks) - 1
                 ctx = self.ddp_model.no_sync() if (self.dist.world > 1 and not sync) else contextlib.nullcontext()
                 with ctx:
-                    lp, logits = self._forward_logprobs(self.ddp_model, sub)
+                    lp, logits = self._forward_logprobs(self.ddp_model, sub, shared)
                     if it == 0:
                         old[ci] = lp.detach()
                     ref_lp = None
+                    self._shared_now = shared
                     if lc["beta"] > 0:
                         ref_lp = self._ref_logprobs(sub)
                     inputs = PolicyLossInputs(lp, old[ci], adv[s:e], sub.loss_mask, ref_lp)
@@ -447,7 +464,7 @@ class GRPOTrainer:
                     _acc(agg, "logprob_gen_gap", float(((lp.detach() - sub.gen_logprobs).abs() * m).sum()), w)
                     for k, v in st.items():
                         _acc(agg, k, float(v) * w, w)
-                    _acc(agg, "loss", float(loss) , 1.0, add_weight=False)
+                    _acc(agg, "loss", float(loss.detach()), 1.0, add_weight=False)
                 del logits
             if cfg.optim.max_grad_norm is not None:
                 grad_norm = float(torch.nn.utils.clip_grad_norm_(
@@ -461,9 +478,9 @@ class GRPOTrainer:
     @torch.no_grad()
     def _ref_logprobs(self, pb: Any) -> torch.Tensor:
         if self.ref_model is not None:
-            return self._forward_logprobs(self.ref_model, pb)[0]
+            return self._forward_logprobs(self.ref_model, pb, self._shared_now)[0]
         with self.model.disable_adapter():  # LoRA: the base model is the reference
-            return self._forward_logprobs(self.model, pb)[0]
+            return self._forward_logprobs(self.model, pb, self._shared_now)[0]
 
     # ------------------------------------------------------------------------------------------ checkpoint
     def save(self) -> Path | None:

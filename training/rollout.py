@@ -11,6 +11,7 @@ The vLLM backend (`backend: vllm` in the config) lives in `training.rollout_vllm
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -117,17 +118,28 @@ def sample_tokens(
     eos_ids: set[int],
     pad_id: int,
     generator: torch.Generator | None = None,
+    repeats: int = 1,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Sample up to max_new_tokens per row with a KV cache. Returns (ids, mask, logprobs, ended), each (B, T) but
-    `ended` (B,). A row's mask covers its tokens up to and including its end token."""
+    `ended` (B,). A row's mask covers its tokens up to and including its end token.
+
+    With `repeats` > 1 the prompts are distinct and each is completed `repeats` times: the prompt is run once and
+    its cache repeated (B = prompts x repeats)."""
     from transformers import DynamicCache
 
+    from training.logprobs import model_forward
+
     device = prompt_ids.device
-    b = prompt_ids.shape[0]
     cache = DynamicCache()
-    attn = prompt_mask.clone()
-    out = model(input_ids=prompt_ids, attention_mask=attn, position_ids=positions(attn), past_key_values=cache,
-                use_cache=True, logits_to_keep=1)
+    out = model_forward(model, input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions(prompt_mask),
+                        cache=cache, use_cache=True, logits_to_keep=1)
+    attn = prompt_mask
+    if repeats > 1:
+        for layer in cache.layers:
+            layer.batch_repeat_interleave(repeats)
+        attn = prompt_mask.repeat_interleave(repeats, dim=0)
+        out.logits = out.logits.repeat_interleave(repeats, dim=0)
+    b = attn.shape[0]
     next_pos = attn.sum(-1, keepdim=True)
     eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=device)
     done = torch.zeros(b, dtype=torch.bool, device=device)
@@ -148,8 +160,8 @@ def sample_tokens(
         if bool(done.all()):
             break
         attn = torch.cat([attn, live.long().unsqueeze(-1)], dim=-1)
-        out = model(input_ids=tok.unsqueeze(-1), attention_mask=attn, position_ids=next_pos, past_key_values=cache,
-                    use_cache=True)
+        out = model_forward(model, input_ids=tok.unsqueeze(-1), attention_mask=attn, position_ids=next_pos, cache=cache,
+                            use_cache=True)
         next_pos = next_pos + 1
     return torch.stack(ids, 1), torch.stack(masks, 1), torch.stack(lps, 1), done
 
@@ -174,10 +186,11 @@ def end_token_ids(tokenizer: Any, model: Any | None = None) -> set[int]:
 class TransformersBackend:
     """Rollouts on the training model itself (CPU or one GPU): no weight sync, the policy is always current."""
 
-    def __init__(self, model: Any, tokenizer: Any, chunk_size: int | None = None):
+    def __init__(self, model: Any, tokenizer: Any, chunk_size: int | None = None, autocast_bf16: bool = False):
         self.model = model
         self.tokenizer = tokenizer
-        self.chunk_size = chunk_size
+        self.chunk_size = chunk_size  # prompts per sampling call (None: all at once)
+        self.autocast_bf16 = autocast_bf16
         self.eos_ids = end_token_ids(tokenizer, model)
 
     def generate_ids(self, prompt_ids: list[list[int]], num_generations: int, params: SamplingParams) -> RolloutBatch:
@@ -186,15 +199,22 @@ class TransformersBackend:
         group_index = [i for i in range(len(prompt_ids)) for _ in range(num_generations)]
         device = next(self.model.parameters()).device
         p_ids, p_mask = left_pad(rows, tok.pad_token_id)
+        u_ids, u_mask = left_pad(prompt_ids, tok.pad_token_id)
         gen = torch.Generator(device="cpu").manual_seed(params.seed)
         was_training = self.model.training
         self.model.eval()
+        amp = (torch.autocast(device_type=device.type, dtype=torch.bfloat16) if self.autocast_bf16
+               else contextlib.nullcontext())
         try:
-            chunk = self.chunk_size or len(rows)
+            chunk = self.chunk_size or len(prompt_ids)
             parts = []
-            for s in range(0, len(rows), chunk):
-                parts.append(sample_tokens(self.model, p_ids[s:s + chunk].to(device), p_mask[s:s + chunk].to(device),
-                                           params, eos_ids=self.eos_ids, pad_id=tok.pad_token_id, generator=gen))
+            with amp:
+                for s in range(0, len(prompt_ids), chunk):
+                    ids, mask = u_ids[s:s + chunk], u_mask[s:s + chunk]
+                    first = int((mask.sum(0) > 0).nonzero().min())
+                    parts.append(sample_tokens(self.model, ids[:, first:].to(device), mask[:, first:].to(device),
+                                               params, eos_ids=self.eos_ids, pad_id=tok.pad_token_id, generator=gen,
+                                               repeats=num_generations))
         finally:
             self.model.train(was_training)
         width = max(p[0].shape[1] for p in parts)
@@ -215,7 +235,8 @@ class TransformersBackend:
 def make_backend(name: str, model: Any, tokenizer: Any, **kwargs: Any) -> RolloutBackend:
     """The rollout backend by config name; vLLM is imported here and only here, when asked for."""
     if name == "transformers":
-        return TransformersBackend(model, tokenizer, chunk_size=kwargs.get("chunk_size"))
+        return TransformersBackend(model, tokenizer, chunk_size=kwargs.get("chunk_size"),
+                                   autocast_bf16=kwargs.get("autocast_bf16", False))
     if name == "vllm":
         from training.rollout_vllm import VLLMBackend  # noqa: PLC0415 - optional heavy dependency
 

@@ -55,12 +55,20 @@ def samples_from_batch(rb: RolloutBatch, task_ids: list[str], group_offset: int 
 
 @dataclass
 class PackedBatch:
-    input_ids: Tensor  # (B, P + T): left-padded prompts then right-padded completions
-    attention_mask: Tensor
-    completion_ids: Tensor  # (B, T)
-    loss_mask: Tensor  # (B, T) float
+    prompt_ids: Tensor  # (B, P) left-padded
+    prompt_mask: Tensor
+    completion_ids: Tensor  # (B, T) right-padded
+    completion_mask: Tensor  # (B, T) attention: every real completion token (generated or tool output)
+    loss_mask: Tensor  # (B, T) float: tokens trained on
     gen_logprobs: Tensor  # (B, T)
-    prompt_width: int
+
+    @property
+    def input_ids(self) -> Tensor:
+        return torch.cat([self.prompt_ids, self.completion_ids], 1)
+
+    @property
+    def attention_mask(self) -> Tensor:
+        return torch.cat([self.prompt_mask, self.completion_mask], 1)
 
 
 def pack(samples: list[Sample], pad_id: int, zero_rows: set[int] | None = None) -> PackedBatch:
@@ -81,18 +89,23 @@ def pack(samples: list[Sample], pad_id: int, zero_rows: set[int] | None = None) 
             if not (zero_rows and i in zero_rows):
                 l_mask[i, :n] = torch.tensor(s.loss_mask, dtype=torch.float32)
             g_lp[i, :n] = torch.tensor(s.logprobs, dtype=torch.float32)
-    return PackedBatch(torch.cat([p_ids, c_ids], 1), torch.cat([p_mask, c_att], 1), c_ids, l_mask, g_lp,
-                       p_ids.shape[1])
+    return PackedBatch(p_ids, p_mask, c_ids, c_att, l_mask, g_lp)
 
 
 def slice_packed(pb: PackedBatch, start: int, end: int) -> PackedBatch:
     """Rows [start, end) of a packed batch, trimmed of columns that are padding in every selected row."""
-    att = pb.attention_mask[start:end]
-    p = pb.prompt_width
-    first = int((att[:, :p].sum(0) > 0).nonzero().min()) if att[:, :p].any() else p
-    comp = att[:, p:]
-    last = int((comp.sum(0) > 0).nonzero().max()) + 1 if comp.any() else 1
+    pm = pb.prompt_mask[start:end]
+    cm = pb.completion_mask[start:end]
+    first = int((pm.sum(0) > 0).nonzero().min()) if pm.any() else pm.shape[1]
+    last = int((cm.sum(0) > 0).nonzero().max()) + 1 if cm.any() else 1
     return PackedBatch(
-        pb.input_ids[start:end, first:p + last], att[:, first:p + last], pb.completion_ids[start:end, :last],
-        pb.loss_mask[start:end, :last], pb.gen_logprobs[start:end, :last], p - first,
+        pb.prompt_ids[start:end, first:], pm[:, first:], pb.completion_ids[start:end, :last], cm[:, :last],
+        pb.loss_mask[start:end, :last], pb.gen_logprobs[start:end, :last],
     )
+
+
+def unique_prompts(pb: PackedBatch, repeats: int) -> tuple[Tensor, Tensor]:
+    """Every `repeats`-th row's prompt (the shared-prompt layout), trimmed of all-padding columns."""
+    ids, mask = pb.prompt_ids[::repeats], pb.prompt_mask[::repeats]
+    first = int((mask.sum(0) > 0).nonzero().min()) if mask.any() else 0
+    return ids[:, first:], mask[:, first:]

@@ -1,0 +1,107 @@
+"""`rlvr sft CONFIG` and `rlvr train CONFIG`: SFT warm start and GRPO-family training from one YAML TrainConfig."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+console = Console()
+
+
+def _overrides(sets: list[str] | None) -> dict[str, Any]:
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in sets or []:
+        if "=" not in item:
+            raise typer.BadParameter(f"--set expects KEY=VALUE (dotted key), got {item!r}")
+        k, v = item.split("=", 1)
+        out[k.strip()] = yaml.safe_load(v)
+    return out
+
+
+def _load(config: Path, sets: list[str] | None):
+    from training.config_io import ConfigError, load_train_config
+
+    try:
+        return load_train_config(config, overrides=_overrides(sets))
+    except ConfigError as exc:
+        console.print(f"[red]config error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from exc
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TimeRemainingColumn(), TextColumn("{task.fields[info]}"), console=console)
+
+
+def _sft(cfg) -> Path:
+    from training.sft import run_sft
+
+    with _progress() as prog:
+        task = prog.add_task("SFT", total=None, info="")
+
+        def on_log(rec: dict) -> None:
+            prog.update(task, total=rec.get("max_steps") or None, completed=rec["step"],
+                        info=f"loss {rec['loss']:.3f}" if "loss" in rec else "")
+
+        out = run_sft(cfg, on_log=on_log)
+    console.print(f"SFT model: [bold]{out}[/bold]")
+    return out
+
+
+def sft(
+    config: Path = typer.Argument(..., help="YAML TrainConfig with an `sft:` section."),
+    set_: list[str] = typer.Option(None, "--set", help="Override a field, e.g. --set sft.max_steps=20"),
+) -> None:
+    """Supervised warm start on demonstrations (TRL SFTTrainer; LoRA or full), saved to OUTPUT/sft/final."""
+    cfg = _load(config, set_)
+    if cfg.sft is None:
+        console.print("[red]config error:[/red] no `sft:` section (set sft.data_path to a demonstrations file)")
+        raise typer.Exit(2)
+    _sft(cfg)
+
+
+def train(
+    config: Path = typer.Argument(..., help="YAML TrainConfig (see examples/configs/)."),
+    set_: list[str] = typer.Option(None, "--set", help="Override a field, e.g. --set steps=50"),
+    skip_sft: bool = typer.Option(False, help="Start GRPO from model.name even when the config has an sft section."),
+) -> None:
+    """GRPO / DAPO / Dr. GRPO / GSPO training; resumes from the last complete checkpoint in OUTPUT/checkpoints."""
+    from training.grpo import GRPOTrainer, TrainingError
+
+    cfg = _load(config, set_)
+    init_from = None
+    if cfg.sft is not None and not skip_sft:
+        final = Path(cfg.output_dir) / "sft" / "final"
+        init_from = str(final if (final / "config.json").exists() else _sft(cfg))
+    console.print(f"training [bold]{cfg.name}[/bold]: loss {cfg.loss.type}, {cfg.steps} steps x {cfg.batch_size} "
+                  f"completions, output {cfg.output_dir}", highlight=False)
+    with _progress() as prog:
+        task = prog.add_task("GRPO", total=cfg.steps, info="")
+
+        def on_step(rec: dict) -> None:
+            prog.update(task, completed=rec["step"], info=(
+                f"reward {rec.get('reward_mean', float('nan')):.3f}  pass {rec.get('pass_rate', float('nan')):.2f}  "
+                f"kept {int(rec.get('groups_kept', 0))}/{int(rec.get('groups_sampled', 0))}  "
+                f"{rec['step_time_s']:.1f}s/step"))
+
+        try:
+            trainer = GRPOTrainer(cfg, init_from=init_from, on_step=on_step)
+            result = trainer.train()
+        except TrainingError as exc:
+            console.print(f"[red]training stopped:[/red] {exc}", highlight=False)
+            raise typer.Exit(1) from exc
+    if result.resumed_from:
+        console.print(f"resumed from {result.resumed_from}")
+    console.print(f"checkpoint: [bold]{result.final_checkpoint}[/bold]\nmetrics: {result.metrics_path}\n"
+                  f"plot: {result.plot_path}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(sft)
+    app.command()(train)

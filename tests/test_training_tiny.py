@@ -1,0 +1,161 @@
+"""The tiny config trains end to end through `rlvr train`; a SIGKILLed run resumes to the same result; bad configs
+are refused up front with what to change; reward errors stop the run instead of training on zeros."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from studio.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "examples" / "configs" / "tiny.yaml"
+runner = CliRunner()
+
+
+def _tiny_yaml(tmp_path: Path, **changes) -> Path:
+    data = yaml.safe_load(TINY.read_text())
+    data["data"]["path"] = str(ROOT / "examples" / "arithmetic" / "tasks.jsonl")
+    data["reward"]["function"] = str(ROOT / "examples" / "arithmetic" / "reward.py") + ":letter_share"
+    data["output_dir"] = str(tmp_path / "run")
+    for dotted, value in changes.items():
+        node = data
+        *parents, leaf = dotted.split("__")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_tiny_config_trains_through_the_cli(tmp_path):
+    cfg = _tiny_yaml(tmp_path)
+    t0 = time.time()
+    result = runner.invoke(app, ["train", str(cfg)])
+    assert result.exit_code == 0, result.output
+    assert time.time() - t0 < 60
+    run = tmp_path / "run"
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in lines] == list(range(1, 9))
+    for key in ("reward_mean", "pass_rate", "zero_variance_frac", "entropy", "clip_high_frac", "step_time_s",
+                "tokens_per_s", "completion_len_mean", "adv_std", "groups_kept"):
+        assert key in lines[-1], key
+    assert (run / "metrics.png").stat().st_size > 1000
+    final = run / "checkpoints" / "step-8"
+    manifest = json.loads((final / "manifest.json").read_text())
+    assert manifest["step"] == 8 and manifest["reward_version"].startswith("letter_share@")
+    assert manifest["dataset_hash"] and manifest["config_hash"] and manifest["parent"] is None
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-4", "step-8"]  # keep: 2
+    # the model learned something from a dense reward: the policy moved
+    assert any(r["grad_norm"] > 0 for r in lines)
+
+
+def _weights_digest(folder: Path) -> str:
+    return json.loads((folder / "manifest.json").read_text())["weights_hash"]
+
+
+def test_resume_after_sigkill_gives_the_uninterrupted_result(tmp_path):
+    """Kill -9 a run after its first checkpoint, restart it: it resumes from the last complete checkpoint and
+    ends with exactly the weights and the per-step rewards of a run that was never interrupted."""
+    env = {**os.environ, "RLVR_THREADS": "1"}
+    straight = _tiny_yaml(tmp_path / "a", steps=6, checkpoint__every=2, checkpoint__keep=5)
+    killed = _tiny_yaml(tmp_path / "b", steps=6, checkpoint__every=2, checkpoint__keep=5)
+    cmd = [sys.executable, "-m", "studio.cli", "train"]
+    subprocess.run(cmd + [str(straight)], env=env, cwd=ROOT, check=True, capture_output=True)
+
+    proc = subprocess.Popen(cmd + [str(killed)], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    ck = tmp_path / "b" / "run" / "checkpoints"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (ck / "step-2" / "manifest.json").exists():
+        time.sleep(0.05)
+    time.sleep(0.3)  # somewhere inside step 3 or 4
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert (ck / "step-2").exists() and not (ck / "step-6").exists()
+    # a half-written checkpoint must never be used
+    (ck / ".tmp-step-5").mkdir(exist_ok=True)
+    (ck / "step-5").mkdir(exist_ok=True)
+    (ck / "step-5" / "model.safetensors").write_bytes(b"truncated")
+    done = subprocess.run(cmd + [str(killed)], env=env, cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "resumed from" in done.stdout
+    assert not (ck / "step-5").exists() and not (ck / ".tmp-step-5").exists()
+    a = tmp_path / "a" / "run"
+    b = tmp_path / "b" / "run"
+    assert _weights_digest(a / "checkpoints" / "step-6") == _weights_digest(b / "checkpoints" / "step-6")
+    ra = [json.loads(x) for x in (a / "metrics.jsonl").read_text().splitlines()]
+    rb = [json.loads(x) for x in (b / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rb] == [1, 2, 3, 4, 5, 6]
+    assert [r["reward_mean"] for r in ra] == [r["reward_mean"] for r in rb]
+    assert [r["cursor"] for r in ra] == [r["cursor"] for r in rb]
+    manifest = json.loads((b / "checkpoints" / "step-6" / "manifest.json").read_text())
+    assert manifest["parent"] in ("step-2", "step-4")
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({"batch_size": 10}, "batch_size 10 is not a multiple of rollout.num_generations 4"),
+    ({"loss__type": "gspo", "loss__aggregation": "token-mean"}, "set loss.aggregation: seq-mean-token-mean"),
+    ({"reward__allow_unaudited": False}, "reward.allow_unaudited: true"),
+    ({"overlong__buffer_tokens": 40}, "must be below rollout.max_new_tokens"),
+    ({"rollout__max_turns": 3}, "needs rollout.environment"),
+])
+def test_incompatible_options_are_refused_with_what_to_change(tmp_path, changes, expected):
+    result = runner.invoke(app, ["train", str(_tiny_yaml(tmp_path, **changes))])
+    assert result.exit_code == 2
+    assert expected in " ".join(result.output.split()), result.output
+    assert not (tmp_path / "run").exists()
+
+
+def test_audit_report_verdict_is_checked(tmp_path):
+    report = tmp_path / "audit.json"
+    report.write_text(json.dumps({"verdict": "fail", "findings": ["no-op passes"]}))
+    cfg = _tiny_yaml(tmp_path, reward__allow_unaudited=False, reward__audit_report=str(report))
+    result = runner.invoke(app, ["train", str(cfg)])
+    assert result.exit_code == 2 and "verdict 'fail'" in result.output
+    report.write_text(json.dumps({"verdict": "pass"}))
+    from training.config_io import load_train_config
+
+    assert load_train_config(cfg).reward.audit_report == str(report)
+
+
+def test_a_reward_that_raises_stops_training_with_its_error(tmp_path):
+    bad = tmp_path / "bad_reward.py"
+    bad.write_text("def reward(completion, **kw):\n    raise KeyError('answer_field')\n")
+    cfg = _tiny_yaml(tmp_path, reward__function=f"{bad}:reward", steps=2)
+    result = runner.invoke(app, ["train", str(cfg)])
+    assert result.exit_code == 1
+    out = " ".join(result.output.split())
+    assert "errored on" in out and "KeyError" in out and "answer_field" in out
+
+
+def test_dynamic_sampling_drops_zero_variance_groups_and_logs_counts(tmp_path):
+    """A reward that is constant on '+' tasks: those groups carry no signal and are dropped; more prompts are drawn
+    (bounded by max_rounds) and the counts are in the metrics."""
+    rw = tmp_path / "half_reward.py"
+    rw.write_text(
+        "def reward(completion, op=None, **kw):\n"
+        "    if op == '+':\n        return 0.5\n"
+        "    chars = [c for c in completion if not c.isspace()]\n"
+        "    return sum(c.isalpha() for c in chars) / max(1, len(chars))\n")
+    cfg = _tiny_yaml(tmp_path, reward__function=f"{rw}:reward", steps=3, dynamic_sampling__max_rounds=4,
+                     overlong__mode="none")
+    result = runner.invoke(app, ["train", str(cfg)])
+    assert result.exit_code == 0, result.output
+    recs = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert sum(r["zero_variance_groups"] for r in recs) > 0
+    for r in recs:
+        assert r["groups_kept"] <= 2
+        assert r["groups_sampled"] == r["groups_kept"] + r["zero_variance_groups"]
+        assert 1 <= r["ds_rounds"] <= 4

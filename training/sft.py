@@ -1,0 +1,167 @@
+"""SFT warm start from demonstrations, through TRL's SFTTrainer (LoRA via peft, or full fine-tuning).
+
+Why a warm start: GRPO learns only from groups whose rewards differ. A model that never emits the tool-call format
+scores 0 on every sample, every group has zero variance, and nothing is learned (TRL's run on the workplace tasks
+stays flat). A few hundred steps on ground-truth transcripts make correct samples appear, and GRPO takes it from
+there.
+
+Demonstrations are JSONL/Parquet rows with `messages` (chat dicts; the environment writes them) or `prompt` +
+`completion`. We tokenize them ourselves through the chat template and mark assistant tokens in
+`assistant_masks`: the SmolLM2 template has no `{% generation %}` tags, so TRL's own assistant-only masking cannot
+find them; with the mask precomputed TRL trains on assistant turns only (tool results and prompts are context).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from schemas.train_config import SFTSection, TrainConfig
+
+
+class SFTError(ValueError):
+    """Demonstrations are missing or malformed; the message names the file and row."""
+
+
+def read_demonstrations(path: str | Path) -> list[list[dict[str, str]]]:
+    from generators.task_io import read_records
+
+    rows = read_records(path)
+    out = []
+    for i, row in enumerate(rows):
+        msgs = row.get("messages")
+        if isinstance(msgs, str):
+            msgs = json.loads(msgs)
+        if msgs is None and "completion" in row:
+            prompt = row.get("prompt")
+            prompt = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt or [])
+            msgs = prompt + [{"role": "assistant", "content": str(row["completion"])}]
+        if not isinstance(msgs, list) or not msgs:
+            raise SFTError(f"{path}: row {i}: expected `messages` (a list of chat messages) or `prompt` + `completion`")
+        if not any(m.get("role") == "assistant" for m in msgs):
+            raise SFTError(f"{path}: row {i}: no assistant message to learn from")
+        out.append([{"role": m["role"], "content": m.get("content") or ""} for m in msgs])
+    if not out:
+        raise SFTError(f"{path}: no demonstrations")
+    return out
+
+
+def tokenize_with_assistant_mask(tokenizer: Any, messages: list[dict[str, str]], max_length: int) -> dict[str, list[int]]:
+    """input_ids of the whole conversation and a mask that is 1 on assistant-turn tokens (content + end token).
+
+    Built by rendering growing prefixes of the conversation: the text an assistant message adds after the
+    generation prompt, up to and including the end-of-turn token, is what the model should learn to produce; the
+    template's glue after it (a newline) and everything else is context."""
+    eos = tokenizer.eos_token or ""
+    ids: list[int] = []
+    mask: list[int] = []
+    done = ""
+
+    def add(text: str, m: int) -> None:
+        if text:
+            piece = tokenizer(text, add_special_tokens=False)["input_ids"]
+            ids.extend(piece)
+            mask.extend([m] * len(piece))
+
+    for k, msg in enumerate(messages):
+        full = tokenizer.apply_chat_template(messages[: k + 1], tokenize=False)
+        if msg["role"] == "assistant":
+            pre = tokenizer.apply_chat_template(messages[:k], add_generation_prompt=True, tokenize=False) if k else ""
+            if not pre.startswith(done) or not full.startswith(pre):
+                raise SFTError("the chat template does not render conversations incrementally; cannot mask turns")
+            add(pre[len(done):], 0)
+            body = full[len(pre):]
+            cut = body.rfind(eos) + len(eos) if eos and eos in body else len(body)
+            add(body[:cut], 1)
+            add(body[cut:], 0)
+        else:
+            if not full.startswith(done):
+                raise SFTError("the chat template does not render conversations incrementally; cannot mask turns")
+            add(full[len(done):], 0)
+        done = full
+    return {"input_ids": ids[:max_length], "assistant_masks": mask[:max_length]}
+
+
+def run_sft(
+    cfg: TrainConfig,
+    *,
+    model: Any = None,
+    tokenizer: Any = None,
+    out_dir: Path | None = None,
+    on_log: Callable[[dict[str, Any]], None] | None = None,
+    demonstrations: list[list[dict[str, str]]] | None = None,
+) -> Path:
+    """Fine-tune on `cfg.sft.data_path` and save the (merged) model to `out_dir` (default OUTPUT/sft/final).
+
+    Written to a temporary folder and renamed, with a manifest, so a killed SFT never leaves a usable-looking
+    half model. Returns the folder, which `rlvr train` then starts GRPO from."""
+    import torch
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import SFTConfig, SFTTrainer
+
+    from training.model import configure_threads, write_manifest
+    from training.policy import load_policy
+
+    sec: SFTSection = cfg.sft or SFTSection(data_path=cfg.data.path)
+    threads = configure_threads(cfg.threads)
+    out_dir = Path(out_dir or Path(cfg.output_dir) / "sft" / "final")
+    if model is None:
+        model, tokenizer = load_policy(cfg.model, seed=cfg.seed, threads=threads)
+    tokenizer.padding_side = "right"
+    demos = demonstrations if demonstrations is not None else read_demonstrations(sec.data_path)
+    rows = [tokenize_with_assistant_mask(tokenizer, m, sec.max_length) for m in demos]
+    rows = [r for r in rows if any(r["assistant_masks"])]
+    if not rows:
+        raise SFTError(f"{sec.data_path}: no demonstration keeps an assistant token within max_length={sec.max_length}")
+    peft_config = None
+    if sec.lora.enabled:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(r=sec.lora.r, lora_alpha=sec.lora.alpha, lora_dropout=sec.lora.dropout,
+                                 target_modules=sec.lora.target_modules, task_type="CAUSAL_LM")
+    work = out_dir.parent / f".work-{out_dir.name}"
+    bf16 = cfg.model.precision == "bf16-autocast"
+    args = SFTConfig(
+        output_dir=str(work), num_train_epochs=sec.epochs, max_steps=sec.max_steps or -1, learning_rate=sec.lr,
+        per_device_train_batch_size=sec.batch_size, gradient_accumulation_steps=sec.gradient_accumulation_steps,
+        max_length=sec.max_length, logging_steps=1, save_strategy="no", report_to=[], seed=cfg.seed,
+        use_cpu=not torch.cuda.is_available(), bf16=bf16, dataloader_num_workers=0,
+        gradient_checkpointing=cfg.model.gradient_checkpointing, lr_scheduler_type="constant_with_warmup",
+        warmup_steps=0, padding_free=False,
+    )
+
+    class Relay(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kw):
+            if logs and on_log is not None:
+                on_log({"step": state.global_step, "max_steps": state.max_steps, **logs})
+
+    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
+                         peft_config=peft_config, callbacks=[Relay()])
+    t0 = time.time()
+    result = trainer.train()
+    trained = trainer.model
+    if sec.lora.enabled:
+        trained = trained.merge_and_unload()
+    import shutil
+
+    tmp = out_dir.parent / f".tmp-{out_dir.name}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    trained.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.padding_side = "left"
+    tokenizer.save_pretrained(tmp)
+    (tmp / "sft_info.json").write_text(json.dumps({
+        "demonstrations": len(rows), "steps": result.global_step, "train_loss": result.training_loss,
+        "seconds": round(time.time() - t0, 1), "lora": sec.lora.enabled, "config_hash": cfg.config_hash(),
+    }, indent=1))
+    write_manifest(tmp, source=f"sft:{sec.data_path}")
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    tmp.rename(out_dir)
+    shutil.rmtree(work, ignore_errors=True)
+    model.train()
+    return out_dir
