@@ -159,3 +159,43 @@ def test_auto_sandboxes_user_code_but_not_builtin_verifiers(user_file):
             return 1.0
 
     assert _use_sandbox(Reward(Trusted()), "auto") is None
+
+
+def test_unpicklable_inputs_are_a_clear_sandbox_error(box, user_file):
+    import threading
+
+    from rewards import SandboxError
+
+    with pytest.raises(SandboxError, match="cannot be sent to sandbox workers"):
+        score_batch(_r(user_file, "exact"), ["1"], [{"answer": "1", "lock": threading.Lock()}], sandbox=box)
+    assert score_batch(_r(user_file, "exact"), ["1"], [{"answer": "1"}], sandbox=box)[0].score == 1.0
+
+
+def test_workers_exit_when_the_parent_dies(tmp_path, user_file):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "parent.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, sys
+        from rewards import Sandbox, SandboxLimits, load_reward, score_batch
+        box = Sandbox(SandboxLimits(timeout_s=60), workers=1).start()
+        print(box._workers[0].proc.pid, flush=True)
+        score_batch(load_reward("{user_file}:stubborn"), ["x"], [{{}}], sandbox=box)
+    """))
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    worker_pid = int(parent.stdout.readline())
+    time.sleep(0.5)
+    parent.kill()
+    parent.wait()
+    for _ in range(40):
+        try:
+            os.kill(worker_pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(worker_pid, 9)
+        raise AssertionError("the worker outlived its parent by 4 s")

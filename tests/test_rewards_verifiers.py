@@ -242,7 +242,7 @@ def test_tool_calls_order_any_of_and_partial_credit():
 
 
 def test_code_tests_pass_fail_and_isolation():
-    v = CodeTests(timeout_s=5)
+    v = CodeTests(timeout_s=2)
     tests = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]
     good = "Here:\n```python\ndef add(a, b):\n    return a + b\n```"
     half = "```python\ndef add(a, b):\n    return 3\n```"

@@ -260,8 +260,14 @@ class Sandbox:
             w.chunk_id = self._chunk_seq
             w.pending = deque(idxs)
             w.deadline = time.monotonic() + lim.timeout_s + lim.grace_s + (lim.load_timeout_s if first_load else 0)
+            try:
+                frame = encode(msg)
+            except Exception as exc:  # noqa: BLE001 - e.g. a row field holding a database connection
+                raise SandboxError(f"the reward's inputs cannot be sent to sandbox workers ({type(exc).__name__}: "
+                                   f"{exc}); pass picklable row fields, or score this reward with sandbox=False") \
+                    from exc
             w.loaded.add(key)
-            write_all(w.fd_in, encode(msg))
+            write_all(w.fd_in, frame)
             busy[w.fd_out] = w
 
         def replace(w: _Worker, reason: str, timed_out: bool) -> None:

@@ -39,6 +39,23 @@ def _load(payload: tuple[str, Any]) -> tuple[Any, str | None]:
     return pickle.loads(data), None
 
 
+def _watch_parent() -> None:
+    """Exit when the parent dies, even in the middle of a hung reward (the worker has its own session, so nothing
+    else would stop it). A thread started after `unshare`, which needs a single-threaded process."""
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="rlvr-parent-watch", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--memory-mb", type=int, default=0)
@@ -65,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.path.append(p)
     limit_memory(args.memory_mb)
     signal.signal(signal.SIGALRM, _on_alarm)
+    _watch_parent()
     write_all(proto_out, encode(("hello", {"pid": os.getpid(), "network_isolation": net, "why": why,
                                            "memory_mb": args.memory_mb})))
     loaded: dict[str, tuple[Any, Binding, str] | str] = {}
