@@ -31,13 +31,14 @@ SPLITS = ("train", "validation", "test")
 
 
 def build_dataset(out: str | Path, *, n: int = 1200, seed: int = 0, world_seed: int | None = None,
-                  progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+                  tools: str = "all", progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
     """Write the dataset folder; returns the manifest. `progress(stage, done, total)` is called along the way."""
     out = Path(out)
     t0 = time.time()
     tables = generate_world_tables(world_seed)
     world = WorkplaceWorld.from_tables(tables, today=TODAY, context=CONTEXT, name="workplace")
-    tasks = generate_tasks(tables, today=TODAY, context=CONTEXT, n=n, seed=seed, world_seed=world_seed)
+    tasks = generate_tasks(tables, today=TODAY, context=CONTEXT, n=n, seed=seed, world_seed=world_seed,
+                           tools=tools)
     env = WorkplaceEnv(world)
     demos = []
     for i, task in enumerate(tasks):
@@ -57,7 +58,7 @@ def build_dataset(out: str | Path, *, n: int = 1200, seed: int = 0, world_seed: 
         cols = list(rows[0]) if rows else []
         atomic_write_parquet(pl.DataFrame(rows, schema={c: pl.Utf8 for c in cols}), out / "world" / f"{name}.parquet")
     manifest = {
-        "kind": "workplace_tasks", "n_tasks": len(tasks), "seed": seed, "world_seed": world_seed,
+        "kind": "workplace_tasks", "n_tasks": len(tasks), "seed": seed, "world_seed": world_seed, "tools": tools,
         "today": TODAY, "context": CONTEXT,
         "splits": dict(Counter(t.split for t in tasks)),
         "categories": dict(Counter(t.metadata["category"] for t in tasks)),

@@ -105,3 +105,17 @@ def test_cli_tasks_writes_a_complete_dataset(tmp_path):
 
     for t in exported[:20]:
         assert verify_calls(t, t.ground_truth_calls, world).passed
+
+
+def test_relevant_tools_keep_every_ground_truth_tool_and_shorten_prompts():
+    from rewards.environments.workplace import initial_messages
+
+    tables, world, tasks = default_world_and_tasks()
+    slim = generate_tasks(tables, today=TODAY, context=CONTEXT, n=150, tools="relevant")
+    for t in slim:
+        names = {s.function.name for s in t.tools}
+        assert {c.name for c in t.ground_truth_calls} <= names and "company_directory_find_email_address" in names
+    single = [t for t in slim if t.metadata["category"] != "multi_domain"]
+    assert all(len(t.tools) <= 7 for t in single)
+    full = len(initial_messages(tasks[0], world)[0].content)
+    assert len(initial_messages(single[0], world)[0].content) < full / 2

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from schemas.messages import Message, ToolCall
 from schemas.task import TaskRow
-from schemas.workplace import WRITE_TOOLS, tool_specs
+from schemas.workplace import TOOLKITS, WRITE_TOOLS, tool_specs
 
 CATEGORIES = ("email", "calendar", "project_management", "crm", "analytics", "multi_domain")
 
@@ -654,6 +654,16 @@ TEMPLATES: tuple[Template, ...] = (
 )
 
 
+CATEGORY_TOOLKITS = {"email": ("email",), "calendar": ("calendar",), "project_management": ("project_management",),
+                     "crm": ("customer_relationship_manager",), "analytics": ("analytics",), "multi_domain": ()}
+
+
+def _relevant(by_kit: dict, category: str, calls: list[ToolCall]) -> list:
+    kits = set(CATEGORY_TOOLKITS[category]) | {k for k in TOOLKITS for c in calls if c.name.startswith(k + "_")}
+    kits.add("company_directory")
+    return [s for k in TOOLKITS if k in kits for s in by_kit[k]]
+
+
 def difficulty(n_calls: int) -> str:
     return str(n_calls) if n_calls < 4 else "4+"
 
@@ -665,13 +675,19 @@ def _split_for(task_key: str, ratios: tuple[float, float, float]) -> str:
 
 def generate_tasks(tables: dict[str, list[dict]], *, today: str, context: str, n: int = 1200, seed: int = 0,
                    distractor_rate: float = 0.25, ratios: tuple[float, float, float] = (0.8, 0.1, 0.1),
-                   templates: tuple[Template, ...] = TEMPLATES, world_seed: int | None = None) -> list[TaskRow]:
+                   templates: tuple[Template, ...] = TEMPLATES, world_seed: int | None = None,
+                   tools: str = "all") -> list[TaskRow]:
     """`n` distinct tasks over the world, spread over templates by weight; deterministic for (tables, seed).
 
     Held-out templates go to the test split only; the others are split by a hash of the request text.
     `world_seed` (the seed the world spec was generated with; None = the spec's own) is recorded in each task's
     metadata so that a verifier can rebuild the task's world.
+    `tools="all"` gives every task all 27 tools (as WorkBench / NeMo Gym do); `tools="relevant"` gives the toolkits
+    of the task's category (all toolkits the ground truth uses for multi-domain tasks) plus the company directory,
+    which shortens the system prompt about threefold for small models on CPU.
     """
+    if tools not in ("all", "relevant"):
+        raise ValueError(f"tools must be 'all' or 'relevant', got {tools!r}")
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
     view = WorldView(tables, today)
@@ -679,6 +695,7 @@ def generate_tasks(tables: dict[str, list[dict]], *, today: str, context: str, n
     total = sum(t.weight for t in templates)
     quotas = [max(1, round(n * t.weight / total)) for t in templates]
     specs = tool_specs()
+    by_kit = {k: [s for s in specs if s.function.name.startswith(k + "_")] for k in TOOLKITS}
     tasks: list[TaskRow] = []
     seen: set[str] = set()
     for tmpl, quota in zip(templates, quotas):
@@ -704,7 +721,8 @@ def generate_tasks(tables: dict[str, list[dict]], *, today: str, context: str, n
             tasks.append(TaskRow(
                 id=tid, split=split,
                 prompt=[Message(role="system", content=context), Message(role="user", content=request)],
-                tools=specs, answer=draft.answer, ground_truth_calls=draft.calls,
+                tools=specs if tools == "all" else _relevant(by_kit, tmpl.category, draft.calls),
+                answer=draft.answer, ground_truth_calls=draft.calls,
                 metadata={"category": tmpl.category, "template": tmpl.id, "held_out_template": tmpl.held_out,
                           "difficulty": difficulty(len(draft.calls)), "n_calls": len(draft.calls),
                           "n_writes": n_writes, "noop": n_writes == 0, "distractor": draft.distractor,

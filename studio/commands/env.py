@@ -55,13 +55,17 @@ def tasks_cmd(
     n: int = typer.Option(1200, "-n", min=1, help="Number of tasks."),
     seed: int = typer.Option(0, help="Task sampling seed."),
     world_seed: int | None = typer.Option(None, help="Seed of the world spec (default: the spec's own)."),
+    tools: str = typer.Option("all", help="'all' 27 tools per task (as WorkBench), or 'relevant': the category's "
+                                          "toolkits + directory (shorter prompts for small models)."),
 ) -> None:
     """Write the default workplace task dataset (world from its spec, tasks, demonstrations, NeMo Gym export)."""
     from studio.workplace_dataset import build_dataset
 
     with _progress() as p:
         t = p.add_task("generating world and tasks", total=None)
-        manifest = build_dataset(out, n=n, seed=seed, world_seed=world_seed,
+        if tools not in ("all", "relevant"):
+            raise typer.BadParameter(f"--tools must be 'all' or 'relevant', got {tools!r}")
+        manifest = build_dataset(out, n=n, seed=seed, world_seed=world_seed, tools=tools,
                                  progress=lambda s, d, total: p.update(t, completed=d, total=total, description=s))
     table = Table(title=f"workplace tasks -> {out}")
     table.add_column("what")
