@@ -128,3 +128,11 @@ def test_false_negatives_are_findings():
     assert probes["surrounding_whitespace"].severity == "medium"
     assert probes["number_format"].fooled_rows == 10
     assert report.verdict == "pass"  # false negatives are reported, they do not block
+
+
+@pytest.mark.parametrize("value", [0.0, 1.0])
+def test_a_constant_reward_is_reported_once_not_as_every_probe(value):
+    report = _audit(lambda completion, answer=None, **_: value, G.math_rows(10))
+    assert report.verdict == "fail"
+    assert [f.probe for f in report.blocking] == ["reference_passes"]
+    assert report.blocking[0].severity == "critical"

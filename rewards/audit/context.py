@@ -80,6 +80,7 @@ class AuditContext:
     scored: list[Scored] = field(default_factory=list)
     gold_items: dict[int, Item] = field(default_factory=dict)  # the reference, in the accepted form, per row
     samples: list[tuple[int, str, RewardResult]] = field(default_factory=list)  # sampled model outputs, scored
+    score_floor: float | None = None  # the lowest score seen (set after the probe batch): nothing at it "passes"
     episode: Any = None  # trajectories.Episode: a live environment for tool probes, when the caller has one
     _cache: dict[tuple[int, str, str], RewardResult] = field(default_factory=dict)
 
@@ -137,8 +138,9 @@ class AuditContext:
 
     # ---- the pass criterion --------------------------------------------------------------------------------
     def is_pass(self, i: int, result: RewardResult) -> bool:
-        """Did the reward accept this input? Its own `passed` verdict when it gives one; otherwise a score as high
-        as the reference answer's on that row (the reward cannot tell it from a correct answer)."""
+        """Did the reward accept this input? Its own `passed` verdict when it gives one; otherwise (a plain score)
+        a score as high as the reference answer's on that row and above the lowest score seen anywhere (a reward
+        that scores everything alike accepts nothing; its reference is reported as rejected instead)."""
         if result.error is not None or result.score is None:
             return False
         if result.passed is not None:
@@ -146,14 +148,20 @@ class AuditContext:
         ref = self.reference_results[i] if i < len(self.reference_results) else None
         if ref is None or ref.score is None or ref.error is not None:
             return False
-        return result.score >= ref.score - EPS * max(1.0, abs(ref.score))
+        tol = EPS * max(1.0, abs(ref.score))
+        if self.score_floor is not None and result.score <= self.score_floor + tol:
+            return False
+        return result.score >= ref.score - tol
 
     def reference_passes(self, i: int) -> bool:
-        """The reference answer is accepted: no error, and `passed` when the reward gives a verdict."""
+        """The reference answer is accepted: no error, `passed` when the reward gives a verdict, else a score
+        above the lowest score seen."""
         r = self.reference_results[i] if i < len(self.reference_results) else None
         if r is None or r.error is not None or r.score is None:
             return False
-        return True if r.passed is None else bool(r.passed)
+        if r.passed is not None:
+            return bool(r.passed)
+        return self.score_floor is None or r.score > self.score_floor + EPS * max(1.0, abs(r.score))
 
     def reference_score(self, i: int) -> float | None:
         r = self.reference_results[i] if i < len(self.reference_results) else None

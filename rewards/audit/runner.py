@@ -134,6 +134,8 @@ def run_audit(
     tick("probes", 0, len(all_cases))
     ctx.score(all_cases, source="probe")
     tick("probes", len(all_cases), len(all_cases))
+    floor = [s.result.score for s in ctx.scored if s.result.score is not None and not s.override]
+    ctx.score_floor = min(floor) if floor else None
 
     inspection: InspectionSummary | None = None
     if samples:

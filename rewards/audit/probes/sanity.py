@@ -50,7 +50,12 @@ class ReferencePasses(Probe):
         fooled = [(Case(i, ctx.gold_item(i), "reference"), ctx.reference_results[i], "the correct answer is rejected")
                   for i in rows if not ctx.reference_passes(i)]
         out = Outcome(tested_rows=len(rows), fooled=fooled)
-        if len(fooled) > len(rows) / 2:
+        scores = {round(s.result.score, 12) for s in ctx.scored if s.result.score is not None and not s.override}
+        if fooled and len(scores) == 1:
+            out.severity = "critical"
+            out.message = (f"the reward gives every input the same score ({scores.pop():g}): it cannot tell a correct "
+                           "answer from anything else")
+        elif len(fooled) > len(rows) / 2:
             out.severity = "critical"
             out.message = (f"the reference fails on {len(fooled)}/{len(rows)} rows in every answer format tried; "
                            "the reward cannot be learned, or expects a format the audit does not know")
