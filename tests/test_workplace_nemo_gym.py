@@ -105,3 +105,19 @@ def test_cli_verify_prints_one_line_per_rollout_in_order():
     rows = [json.loads(line) for line in res.output.strip().splitlines()]
     assert [r["index"] for r in rows] == list(range(19))
     assert all(r["reward"] in (0.0, 1.0) and r["reason"] for r in rows)
+
+
+def test_number_for_a_string_argument_is_coerced_and_the_difference_explained(tmp_path):
+    tasks = read_tasks(NEMO / "parity" / "tasks.jsonl")
+    from schemas.messages import ToolCall
+
+    task = tasks[1].model_copy(update={"ground_truth_calls": [ToolCall(
+        name="calendar_update_event", arguments={"event_id": "00000252", "field": "duration", "new_value": "60"})]})
+    rec = json.loads((NEMO / "parity" / "rollouts.jsonl").read_text().splitlines()[4])
+    call = next(o for o in rec["response"]["output"] if o["type"] == "function_call")
+    call["arguments"] = json.dumps({"event_id": "00000252", "field": "duration", "new_value": 60})
+    rec["reward"] = 0.0  # NeMo Gym stores the int 60 and its frame no longer equals the one holding "60"
+    path = tmp_path / "num.jsonl"
+    path.write_text(json.dumps(rec) + "\n")
+    v = verify_rollouts(path, [task], nemo_world())[0]
+    assert v["reward"] == 1.0 and "differs from NeMo Gym on purpose" in v["reason"] and "number" in v["reason"]
