@@ -45,6 +45,7 @@ def default_world_resolver(seed: int | None = None, source: str | None = None) -
 def sample_from_trajectory(traj: Any, keep_messages: bool = True) -> SampleResult:
     """A SampleResult from a verified trajectory: reason code on failure, the shaping components, turns, calls."""
     from training.evaluation import ERROR_REASON
+    from training.signatures import reason_label
 
     res = traj.reward
     assistant = [m for m in traj.messages if m.role == "assistant"]
@@ -58,7 +59,7 @@ def sample_from_trajectory(traj: Any, keep_messages: bool = True) -> SampleResul
         return SampleResult(completion=completion, passed=False, reason=ERROR_REASON, error=res.error,
                             turns=traj.turns, tool_calls=calls, messages=msgs)
     passed = bool(res.passed)
-    reason = "" if passed else (res.reason.split(":", 1)[0].strip() or "failed")
+    reason = "" if passed else (reason_label(res.reason) if res.reason.strip() else "failed")
     return SampleResult(completion=completion, score=res.score, passed=passed, reason=reason,
                         components=dict(res.components), turns=traj.turns, tool_calls=calls, messages=msgs)
 

@@ -20,7 +20,8 @@ from schemas.evaluation import CompareReport, EvalReport, GroupStats, SampleResu
 from schemas.rewards import RewardResult
 from schemas.task import TaskRow
 from training.bootstrap import paired_bootstrap
-from training.passk import mean_pass_at_k, ks_to_report
+from training.passk import ks_to_report, mean_pass_at_k
+from training.signatures import reason_label
 
 ERROR_REASON = "reward_error"
 
@@ -96,7 +97,7 @@ def sample_from_result(completion: str, result: RewardResult, **extra: Any) -> S
         return SampleResult(completion=completion, score=None, passed=False, reason=ERROR_REASON,
                             error=result.error, **extra)
     passed = bool(result.passed)
-    reason = "" if passed else (result.reason.split(":")[0].strip() or "failed")
+    reason = "" if passed else (reason_label(result.reason) if result.reason.strip() else "failed")
     return SampleResult(completion=completion, score=result.score, passed=passed, reason=reason,
                         components=dict(result.components), **extra)
 

@@ -31,6 +31,7 @@ from schemas.rewards import RewardResult
 from schemas.task import TaskRow, ToolSpec
 from schemas.trajectory import Trajectory
 from schemas.triage import Bucket, Recommendation, TriageReport
+from training.signatures import error_signature, jaccard
 
 KNOWN_REASONS = ("format_error", "wrong_tool", "wrong_arguments", "missing_action", "extra_write", "failed_call",
                  "no_answer", "step_limit")
@@ -242,33 +243,6 @@ def reverify(traces: list[Trace], tasks: list[TaskRow] | None, verifier: Verifie
 
 
 # ---------------------------------------------------------------------------------------------------- bucketing
-
-_PATTERNS = [
-    (re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+"), "<email>"),
-    (re.compile(r"\d{4}-\d{2}-\d{2}([ t]\d{2}:\d{2}(:\d{2})?)?"), "<date>"),
-    (re.compile(r"'[^']*'|\"[^\"]*\""), "<value>"),
-    (re.compile(r"\b[0-9a-f]{6,}\b"), "<id>"),
-    (re.compile(r"\d+(\.\d+)?"), "<n>"),
-    (re.compile(r"\s+"), " "),
-]
-
-
-def error_signature(text: str) -> str:
-    """Error text with the specifics (ids, numbers, dates, quoted values, e-mails) replaced by placeholders."""
-    s = text.lower()
-    for pat, rep in _PATTERNS:
-        s = pat.sub(rep, s)
-    return s.strip()[:240]
-
-
-def _tokens(sig: str) -> set[str]:
-    return set(re.findall(r"<\w+>|[a-z_]+", sig))
-
-
-def jaccard(a: str, b: str) -> float:
-    ta, tb = _tokens(a), _tokens(b)
-    return len(ta & tb) / len(ta | tb) if ta | tb else 1.0
-
 
 def cluster_signatures(sigs: list[str], threshold: float = SIMILARITY) -> dict[str, str]:
     """Map each signature to its cluster's representative (the most frequent member), merging by token overlap."""
