@@ -49,7 +49,8 @@ from training.losses import (
 )
 from training.metrics import MetricsLog, plot_metrics
 from training.rollout import SamplingParams
-from training.logprobs import full_logprobs, shared_groups, shared_prompt_logprobs
+from training.logprobs import common_prefix_len, full_logprobs, shared_groups, shared_prompt_logprobs
+from training.rollout import left_pad
 from training.samples import Sample, pack, slice_packed, unique_prompts
 from training.scoring import LoadedReward, load_reward, passed, row_fields
 
@@ -406,7 +407,14 @@ class GRPOTrainer:
             if shared:
                 g = self.cfg.rollout.num_generations
                 p_ids, p_mask = unique_prompts(pb, g)
-                return shared_prompt_logprobs(model, p_ids, p_mask, pb.completion_ids, pb.completion_mask, g, temp)
+                rows = [r[m.bool()].tolist() for r, m in zip(p_ids, p_mask)]
+                plen = common_prefix_len(rows)
+                prefix = None
+                if plen:
+                    prefix = torch.tensor([rows[0][:plen]], device=p_ids.device)
+                    p_ids, p_mask = left_pad([r[plen:] for r in rows], self.tok.pad_token_id)
+                return shared_prompt_logprobs(model, p_ids, p_mask, pb.completion_ids, pb.completion_mask, g, temp,
+                                              prefix_ids=prefix)
             return full_logprobs(model, pb.input_ids, pb.attention_mask, pb.completion_ids, temp)
 
     def _autocast(self) -> Any:

@@ -52,21 +52,66 @@ def full_logprobs(model: Any, input_ids: Tensor, attention_mask: Tensor, complet
     return token_logprobs(logits, completion_ids, temperature), logits
 
 
-def shared_prompt_logprobs(model: Any, prompt_ids: Tensor, prompt_mask: Tensor, completion_ids: Tensor,
-                           completion_mask: Tensor, repeats: int, temperature: float) -> tuple[Tensor, Tensor]:
-    """Like `full_logprobs`, for rows laid out as U groups of `repeats` completions of U (left-padded) prompts."""
+def repeat_cache(cache: Any, repeats: int) -> Any:
+    """A new cache whose rows are each row of `cache` repeated `repeats` times (differentiable; `cache` unchanged)."""
     from transformers import DynamicCache
 
+    out = DynamicCache()
+    for i, layer in enumerate(cache.layers):
+        out.update(layer.keys.repeat_interleave(repeats, dim=0), layer.values.repeat_interleave(repeats, dim=0), i)
+    return out
+
+
+def common_prefix_len(rows: list[list[int]], minimum: int = 32) -> int:
+    """Length of the token prefix all rows share (0 when shorter than `minimum`), leaving every row at least one
+    token of its own: a system prompt shared by every task of an environment is computed once per batch."""
+    if len(rows) < 2:
+        return 0
+    first = rows[0]
+    n = min(len(r) for r in rows) - 1
+    k = 0
+    while k < n and all(r[k] == first[k] for r in rows):
+        k += 1
+    return k if k >= minimum else 0
+
+
+def prefill(model: Any, prefix_ids: Tensor) -> Any:
+    """Run a (1, L) prefix once and return its cache (with gradient when grad is enabled)."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    mask = torch.ones_like(prefix_ids)
+    model_forward(model, input_ids=prefix_ids, attention_mask=mask, position_ids=positions(mask), cache=cache,
+                  use_cache=True, logits_to_keep=1)
+    return cache
+
+
+def shared_prompt_logprobs(model: Any, prompt_ids: Tensor, prompt_mask: Tensor, completion_ids: Tensor,
+                           completion_mask: Tensor, repeats: int, temperature: float,
+                           prefix_ids: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Like `full_logprobs`, for rows laid out as U groups of `repeats` completions of U (left-padded) prompts.
+
+    With `prefix_ids` (1, L), every prompt is that prefix followed by its row of `prompt_ids`; the prefix runs once
+    for the whole batch (an environment's system prompt), gradients still flowing through it."""
     u = prompt_ids.shape[0]
     b, t = completion_ids.shape
     if u * repeats != b:
         raise ValueError(f"{u} prompts x {repeats} != {b} completion rows")
-    cache = DynamicCache()
-    first = model_forward(model, input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions(prompt_mask),
-                          cache=cache, use_cache=True, logits_to_keep=1)
-    for layer in cache.layers:
-        layer.batch_repeat_interleave(repeats)
-    p_mask = prompt_mask.repeat_interleave(repeats, dim=0)
+    if prefix_ids is not None and prefix_ids.shape[1] > 0:
+        cache = repeat_cache(prefill(model, prefix_ids), u)
+        lead = torch.ones((u, prefix_ids.shape[1]), dtype=prompt_mask.dtype, device=prompt_mask.device)
+    else:
+        from transformers import DynamicCache
+
+        cache = DynamicCache()
+        lead = prompt_mask[:, :0]
+    full_mask = torch.cat([lead, prompt_mask], dim=1)
+    first = model_forward(model, input_ids=prompt_ids, attention_mask=full_mask,
+                          position_ids=positions(full_mask)[:, lead.shape[1]:], cache=cache, use_cache=True,
+                          logits_to_keep=1)
+    if repeats > 1:
+        cache = repeat_cache(cache, repeats)
+    p_mask = full_mask.repeat_interleave(repeats, dim=0)
     start = p_mask.sum(-1, keepdim=True)
     pos = start + torch.arange(t, device=completion_ids.device).unsqueeze(0)
     attn = torch.cat([p_mask, completion_mask.to(p_mask.dtype)], dim=1)

@@ -119,25 +119,33 @@ def sample_tokens(
     pad_id: int,
     generator: torch.Generator | None = None,
     repeats: int = 1,
+    prefix_cache: Any = None,
+    prefix_len: int = 0,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Sample up to max_new_tokens per row with a KV cache. Returns (ids, mask, logprobs, ended), each (B, T) but
     `ended` (B,). A row's mask covers its tokens up to and including its end token.
 
     With `repeats` > 1 the prompts are distinct and each is completed `repeats` times: the prompt is run once and
-    its cache repeated (B = prompts x repeats)."""
+    its cache repeated (B = prompts x repeats). With `prefix_cache` (one row of `prefix_len` tokens, see
+    `training.logprobs.prefill`), every prompt is that prefix followed by its row of `prompt_ids`."""
     from transformers import DynamicCache
 
-    from training.logprobs import model_forward
+    from training.logprobs import model_forward, repeat_cache
 
     device = prompt_ids.device
-    cache = DynamicCache()
-    out = model_forward(model, input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions(prompt_mask),
+    u = prompt_ids.shape[0]
+    if prefix_cache is not None and prefix_len:
+        cache = repeat_cache(prefix_cache, u)
+        attn = torch.cat([torch.ones((u, prefix_len), dtype=prompt_mask.dtype, device=device), prompt_mask], dim=1)
+    else:
+        cache = DynamicCache()
+        attn = prompt_mask
+    out = model_forward(model, input_ids=prompt_ids, attention_mask=attn, position_ids=positions(attn)[:, attn.shape[1] - prompt_ids.shape[1]:],
                         cache=cache, use_cache=True, logits_to_keep=1)
-    attn = prompt_mask
     if repeats > 1:
         for layer in cache.layers:
             layer.batch_repeat_interleave(repeats)
-        attn = prompt_mask.repeat_interleave(repeats, dim=0)
+        attn = attn.repeat_interleave(repeats, dim=0)
         out.logits = out.logits.repeat_interleave(repeats, dim=0)
     b = attn.shape[0]
     next_pos = attn.sum(-1, keepdim=True)
@@ -193,13 +201,17 @@ class TransformersBackend:
         self.autocast_bf16 = autocast_bf16
         self.eos_ids = end_token_ids(tokenizer, model)
 
+    @torch.no_grad()
     def generate_ids(self, prompt_ids: list[list[int]], num_generations: int, params: SamplingParams) -> RolloutBatch:
         tok = self.tokenizer
         rows = [p for p in prompt_ids for _ in range(num_generations)]
         group_index = [i for i in range(len(prompt_ids)) for _ in range(num_generations)]
         device = next(self.model.parameters()).device
         p_ids, p_mask = left_pad(rows, tok.pad_token_id)
-        u_ids, u_mask = left_pad(prompt_ids, tok.pad_token_id)
+        from training.logprobs import common_prefix_len, prefill
+
+        plen = common_prefix_len(prompt_ids)
+        u_ids, u_mask = left_pad([p[plen:] for p in prompt_ids], tok.pad_token_id)
         gen = torch.Generator(device="cpu").manual_seed(params.seed)
         was_training = self.model.training
         self.model.eval()
@@ -209,12 +221,13 @@ class TransformersBackend:
             chunk = self.chunk_size or len(prompt_ids)
             parts = []
             with amp:
+                pcache = prefill(self.model, torch.tensor([prompt_ids[0][:plen]], device=device)) if plen else None
                 for s in range(0, len(prompt_ids), chunk):
                     ids, mask = u_ids[s:s + chunk], u_mask[s:s + chunk]
                     first = int((mask.sum(0) > 0).nonzero().min())
                     parts.append(sample_tokens(self.model, ids[:, first:].to(device), mask[:, first:].to(device),
                                                params, eos_ids=self.eos_ids, pad_id=tok.pad_token_id, generator=gen,
-                                               repeats=num_generations))
+                                               repeats=num_generations, prefix_cache=pcache, prefix_len=plen))
         finally:
             self.model.train(was_training)
         width = max(p[0].shape[1] for p in parts)
