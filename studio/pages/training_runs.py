@@ -116,7 +116,7 @@ def render(ws: Workspace) -> None:
 
 
 def _new_run(ws: Workspace, runs: RunManager) -> None:
-    from schemas.train_config import TrainConfig
+    from training.config_io import load_train_config
 
     st.subheader("Start a run")
     c1, c2 = st.columns(2)
@@ -160,18 +160,24 @@ def _new_run(ws: Workspace, runs: RunManager) -> None:
     name = st.text_input("run name", value=str(template.get("name", "run")), key="train_name")
     ready = bool(dataset and valid and reward and (audited or allow_unaudited))
     if st.button("Start run", type="primary", disabled=not ready, key="start_run"):
+        if kind == "sft" and not template.get("sft"):
+            st.error("`rlvr sft` needs a config with an sft section (demonstrations to imitate); pick such a template")
+            return
         run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{kind}-{uuid.uuid4().hex[:6]}"
         run_dir = ws.dir("runs") / run_id
         cfg = build_config(template, dataset=dataset, reward=reward, audit_report=audit_path,
                            allow_unaudited=allow_unaudited, output_dir=run_dir / "output", steps=steps, name=name)
-        try:
-            TrainConfig.model_validate(cfg)
-        except Exception as exc:  # noqa: BLE001 - pydantic's message says what to change
-            st.error(f"config refused: {exc}")
-            return
         run_dir.mkdir(parents=True)
         config_path = run_dir / "config.yaml"
         config_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        try:  # the trainer's own loader: schema, option compatibility, data present, audit verdict
+            load_train_config(config_path)
+        except Exception as exc:  # noqa: BLE001 - its message says what to change
+            import shutil
+
+            shutil.rmtree(run_dir, ignore_errors=True)
+            st.error(f"config refused: {exc}")
+            return
         status = runs.start(kind, [sys.executable, "-m", "studio.cli", kind, str(config_path)], name=name,
                             config_path=config_path, output_dir=run_dir / "output", allow_unaudited=allow_unaudited,
                             notes={"dataset": str(dataset), "reward": reward,
@@ -191,7 +197,7 @@ def _monitor(ws: Workspace, runs: RunManager) -> None:
     selected = st.session_state.get("selected_run")
     index = ids.index(selected) if selected in ids else 0
     run_id = st.selectbox("run", ids, index=index, key="monitor_run",
-                          format_func=lambda i: f"{i} · {runs.status(i).state}")
+                          )
     status = runs.status(run_id)
     running = status.state == "running"
 
