@@ -44,6 +44,8 @@ def list_() -> None:
             table.add_row(c.name, ", ".join(c.aliases), str(c.step), c.base_model, c.parent or "", c.weights_hash[:12],
                           ", ".join(f"{k}={v:.3g}" for k, v in list(c.metrics.items())[:3]), _when(c.created_at))
         console.print(table)
+        for alias, name in reg.aliases().items():
+            console.print(f"{alias} -> {name}", highlight=False)
 
 
 @app_ck.command()
