@@ -98,6 +98,7 @@ def run(rows: int = 12, outlines_rows: int = 4) -> dict:
     }
     if outlines_rows:
         result["outlines"] = _outlines(model, tok, frame["product"].to_list()[:outlines_rows], sys_msg)
+    result["when"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return result
 
 
