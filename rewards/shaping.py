@@ -28,7 +28,7 @@ import inspect
 import json
 import math
 import sys
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -163,7 +163,7 @@ def dominance_bounds(signals: list[Signal], weights: dict[str, float], pass_scor
 
 def _explain(name: str, signals: list[Signal], weights: dict[str, float], b: DominanceBounds, pass_score: float,
              fail_score: float, k_max: float | None) -> str:
-    fail_terms = " + ".join(f"{s.name} {weights[s.name]:g}*{s.contribution_range(1)[1] if weights[s.name] >= 0 else s.low:g}"
+    fail_terms = " + ".join(f"{s.name} {weights[s.name]:g}*{s.high if weights[s.name] >= 0 else s.low:g}"
                             for s in signals if s.applies_to in ("all", "fail"))
     pass_terms = " + ".join(f"{s.name} {weights[s.name]:g}*{s.low if weights[s.name] >= 0 else s.high:g}"
                             for s in signals if s.applies_to in ("all", "pass"))
@@ -292,5 +292,3 @@ def shape(verifier: Any, *signals: Signal, **kw: Any) -> ShapedReward:
     """`ShapedReward(verifier, signals, **kw)` written inline."""
     return ShapedReward(verifier, list(signals), **kw)
 
-
-Scorer = Callable[..., Any]

@@ -272,8 +272,13 @@ def test_llm_judge_with_injected_model_and_no_verdict_is_an_error():
 
 @pytest.mark.slow
 def test_llm_judge_on_the_embedded_model():
-    res = LLMJudge()("<answer>4</answer>", answer="4", prompt="What is 2+2?")
-    assert res.is_error or res.passed in (True, False)
+    """The default judge reads P(YES) vs P(NO) from the embedded model's logits: always a verdict."""
+    res = score_batch(LLMJudge(), ["<answer>4</answer>", "<answer>17</answer>"],
+                      [{"answer": "4", "prompt": "What is 2+2?"}] * 2)
+    for r in res:
+        assert not r.is_error and r.passed in (True, False), r
+        assert 0.0 < r.components["judge_p_yes"] < 1.0 and r.reason.startswith("judge P(YES)")
+    assert res[0].components["judge_p_yes"] != res[1].components["judge_p_yes"]  # it reads the candidate
 
 
 # ---------------------------------------------------------------- registry of built-ins

@@ -6,7 +6,7 @@ verifier wherever the answer is checkable. The judge is asked for YES or NO; any
 
 `generate(messages) -> str` may be injected (any chat model: a server, a larger local model). When omitted, the
 embedded model is loaded on first use through `training` (resolved at call time, so importing `rewards` never
-imports `training`).
+imports `training`) and the verdict is read from its next-token logits: P(YES) vs P(NO), kept as `judge_p_yes`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable, ClassVar
 
-from pydantic import Field, PrivateAttr
+from pydantic import PrivateAttr
 
 from rewards.verifiers.base import Verifier, verdict
 from schemas.rewards import RewardResult
@@ -42,7 +42,6 @@ class LLMJudge(Verifier):
     rubric: str = "The candidate gives the same final answer as the reference."
     model: str = "default"
     reference_field: str | None = "answer"
-    max_new_tokens: int = Field(default=4, ge=1, le=64)
     max_candidate_chars: int = 2000
     _generate: Generate | None = PrivateAttr(default=None)
 
@@ -50,25 +49,41 @@ class LLMJudge(Verifier):
         super().__init__(**kw)
         self._generate = generate
 
-    def _default_generate(self) -> Generate:
+    def _yes_probability(self, messages: list[dict[str, str]]) -> float:
+        """P(YES) against P(NO) from the embedded model's next-token logits after the chat prompt.
+
+        Why logits and not sampled text: a small model asked for one word often starts a sentence instead ("The
+        candidate answer is..."); comparing the two verdict tokens always gives a verdict and its confidence.
+        """
+        import torch
+
         if self.model not in _MODELS:
-            model_mod = importlib.import_module("training.model")
-            _MODELS[self.model] = model_mod.load_model(self.model)
-        chat = importlib.import_module("training.chat")
+            _MODELS[self.model] = importlib.import_module("training.model").load_model(self.model)
         model, tok = _MODELS[self.model]
-        return lambda messages: chat.generate_reply(model, tok, messages, max_new_tokens=self.max_new_tokens,
-                                                    temperature=0.0)
+        ids = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+        input_ids = ids["input_ids"] if hasattr(ids, "keys") else ids
+        with torch.no_grad():
+            logits = model(input_ids=input_ids).logits[0, -1].float()
+
+        def best(words: tuple[str, ...]) -> torch.Tensor:
+            firsts = {tok.encode(w, add_special_tokens=False)[0] for w in words}
+            return torch.stack([logits[i] for i in firsts]).logsumexp(0)
+
+        yes, no = best(("YES", "Yes", "yes", " YES", " Yes")), best(("NO", "No", "no", " NO", " No"))
+        return float(torch.sigmoid(yes - no))
 
     def verify(self, completion: Any, fields: dict[str, Any]) -> RewardResult:
         if not isinstance(completion, str):
             raise TypeError(f"llm_judge needs a text completion, got {type(completion).__name__}")
-        gen = self._generate or self._default_generate()
         reference = str(fields.get(self.reference_field, "")) if self.reference_field else "(none)"
         messages = [{"role": "system", "content": SYSTEM},
                     {"role": "user", "content": TEMPLATE.format(
                         question=_prompt_text(fields.get("prompt"))[:2000], reference=reference[:1000],
                         candidate=completion[:self.max_candidate_chars], rubric=self.rubric)}]
-        reply = gen(messages).strip()
+        if self._generate is None:
+            p_yes = self._yes_probability(messages)
+            return verdict(p_yes > 0.5, f"judge P(YES) = {p_yes:.3f}", judge_yes=float(p_yes > 0.5), judge_p_yes=p_yes)
+        reply = self._generate(messages).strip()
         word = reply.split()[0].strip(".,:;!\"'").upper() if reply.split() else ""
         if word not in ("YES", "NO"):
             raise ValueError(f"the judge gave no verdict (expected YES or NO, got {reply[:80]!r})")
