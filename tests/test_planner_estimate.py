@@ -64,10 +64,10 @@ def test_estimate_is_within_2x_of_a_measured_tiny_run(tmp_path):
     from training.grpo import GRPOTrainer
     from training.policy import build_random_model
 
-    cfg = load_train_config(TINY, overrides={"steps": 4, "output_dir": str(tmp_path / "run"),
+    cfg = load_train_config(TINY, overrides={"steps": 3, "output_dir": str(tmp_path / "run"),
                                              "dynamic_sampling": {"enabled": False},
                                              "checkpoint": {"every": 100}})
-    est = plan(cfg, probe_s=6.0).estimate.time[0]
+    est = plan(cfg, probe_s=4.0).estimate.time[0]
     records: list[dict] = []
     tok = fast_tokenizer()
     model = build_random_model(tok, cfg.model.architecture, seed=cfg.seed)

@@ -10,7 +10,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from training.registry import Registry, RegistryError, make_manifest, read_manifest
+from tests.registry_writer import writer
+from training.registry import Registry, RegistryError, make_manifest, read_manifest, weights_digest
 
 
 def make_checkpoint(root: Path, name: str, seed: int, parent: str | None = None) -> Path:
@@ -109,30 +110,13 @@ def test_datasets_rewards_audits_runs_are_recorded(tmp_path):
     assert reg.audits("exact@abc123")[0].summary == {"dominance": True}
 
 
-def _writer(db: str, root: str, tag: str, n: int, queue, barrier) -> None:
-    """One process: register n checkpoints, promote each, log a run per checkpoint."""
-    try:
-        reg = Registry(db)
-        barrier.wait(60)  # both processes start writing together
-        for i in range(n):
-            folder = make_checkpoint(Path(root), f"{tag}-{i}", i)
-            reg.register_checkpoint(folder)
-            reg.promote(f"{tag}-{i}")
-            run = reg.start_run(f"{tag}-run", kind="grpo")
-            reg.finish_run(run.id, metrics={"i": float(i)})
-        reg.close()
-        queue.put((tag, "ok"))
-    except Exception as exc:  # noqa: BLE001 - reported to the parent
-        queue.put((tag, repr(exc)))
-
-
 def test_two_processes_writing_at_once_do_not_corrupt(tmp_path):
     db = str(tmp_path / "shared.sqlite")
     Registry(db).close()
     ctx = mp.get_context("spawn")
     queue, barrier = ctx.Queue(), ctx.Barrier(2)
     n = 25
-    procs = [ctx.Process(target=_writer, args=(db, str(tmp_path), tag, n, queue, barrier)) for tag in ("p1", "p2")]
+    procs = [ctx.Process(target=writer, args=(db, str(tmp_path), tag, n, queue, barrier)) for tag in ("p1", "p2")]
     for p in procs:
         p.start()
     for p in procs:
@@ -150,3 +134,12 @@ def test_two_processes_writing_at_once_do_not_corrupt(tmp_path):
     tags = [h.checkpoint.split("-")[0] for h in hist]
     assert sum(a != b for a, b in zip(tags, tags[1:])) >= 2, "the two writers never interleaved"
     assert sum(1 for r in reg.runs() if r.status == "finished") == 2 * n
+
+
+def test_hash_recipe_equals_the_trainers(tmp_path):
+    from training.checkpoints import weights_digest as trainer_digest
+
+    folder = make_checkpoint(tmp_path, "ck", 4)
+    (folder / "adapter_model.safetensors").write_bytes(b"x" * 100)
+    files = ["model.safetensors", "adapter_model.safetensors"]
+    assert weights_digest(folder, files) == trainer_digest(folder, files)

@@ -101,20 +101,13 @@ def file_digest(path: str | Path) -> str:
 def weights_digest(folder: str | Path, files: list[str]) -> str:
     """The weights hash a manifest records: sha256 over each listed file's name and bytes, in sorted name order.
 
-    Uses the trainer's own function when `training.checkpoints` provides one, so the registry verifies exactly the
-    hash the trainer wrote.
+    The same recipe as the trainer's `training.checkpoints.weights_digest` (a test keeps them equal), repeated here
+    so that the catalog and `rlvr checkpoints` never import torch just to hash files.
     """
     folder = Path(folder)
     missing = [n for n in files if not (folder / n).is_file()]
     if missing:
         raise RegistryError(f"{folder}: weight file {missing[0]} is missing")
-    try:
-        from training import checkpoints as _ckpt  # the trainer's writer: verify with exactly its hash
-    except ImportError:
-        _ckpt = None
-    fn = getattr(_ckpt, "weights_digest", None) if _ckpt is not None else None
-    if callable(fn):
-        return fn(folder, list(files))
     h = hashlib.sha256()  # the same recipe as training.checkpoints.weights_digest
     for name in sorted(files):
         p = folder / name
