@@ -170,7 +170,9 @@ def test_bad_seed_tables_are_named():
     from rewards.environments.workplace import WorkplaceWorld, WorldError
 
     with pytest.raises(WorldError, match="emails: row 0 has unknown column"):
-        WorkplaceWorld.from_tables({"emails": [{"email_id": "1", "colour": "red"}]}, today=TODAY)
+        WorkplaceWorld.from_tables({"emails": [{"email_id": "00000001", "colour": "red"}]}, today=TODAY)
+    with pytest.raises(WorldError, match="not an 8-digit id"):
+        WorkplaceWorld.from_tables({"emails": [{"email_id": "42"}]}, today=TODAY)
     with pytest.raises(WorldError, match="unknown table"):
         WorkplaceWorld.from_tables({"mail": []}, today=TODAY)
 

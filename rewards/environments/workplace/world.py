@@ -86,12 +86,14 @@ SELECT_ONE_SQL = {
     "analytics_plots": "SELECT * FROM analytics_plots WHERE plot_id = ?",
     "directory": "SELECT * FROM directory WHERE email_address = ?",
 }
+# Ids are 8-digit zero-padded text (checked when seeding), so the text maximum is the numeric one and the primary
+# key index answers it without a scan.
 NEXT_ID_SQL = {
-    "emails": "SELECT COALESCE(MAX(CAST(email_id AS INTEGER)), 0) + 1 FROM emails",
-    "calendar_events": "SELECT COALESCE(MAX(CAST(event_id AS INTEGER)), 0) + 1 FROM calendar_events",
-    "project_tasks": "SELECT COALESCE(MAX(CAST(task_id AS INTEGER)), 0) + 1 FROM project_tasks",
-    "crm_customers": "SELECT COALESCE(MAX(CAST(customer_id AS INTEGER)), 0) + 1 FROM crm_customers",
-    "analytics_plots": "SELECT COALESCE(MAX(CAST(plot_id AS INTEGER)), 0) + 1 FROM analytics_plots",
+    "emails": "SELECT MAX(email_id) FROM emails",
+    "calendar_events": "SELECT MAX(event_id) FROM calendar_events",
+    "project_tasks": "SELECT MAX(task_id) FROM project_tasks",
+    "crm_customers": "SELECT MAX(customer_id) FROM crm_customers",
+    "analytics_plots": "SELECT MAX(plot_id) FROM analytics_plots",
 }
 
 DEFAULT_CONTEXT = "Meetings must not start before 9am or end after 6pm."
@@ -170,6 +172,11 @@ class WorkplaceWorld:
                                      f"expected {list(tdef.columns)}")
                 if tdef.key and not row.get(tdef.key):
                     raise WorldError(f"table {tname}: row {i} has no {tdef.key}")
+                if tname in NEXT_ID_SQL:
+                    key = _cell(row.get(tdef.key))
+                    if not (len(key) == 8 and key.isdigit()):
+                        raise WorldError(f"table {tname}: row {i}: {tdef.key} {key!r} is not an 8-digit id "
+                                         "such as '00000042'")
                 values.append(tuple(_cell(row.get(c)) for c in tdef.columns))
             try:
                 conn.executemany(INSERT_SQL[tname], values)
@@ -247,7 +254,8 @@ class WorkplaceWorld:
         return self._base_rows[k]
 
     def next_id(self, table: str) -> str:
-        return str(self.conn.execute(NEXT_ID_SQL[table]).fetchone()[0]).zfill(8)
+        top = self.conn.execute(NEXT_ID_SQL[table]).fetchone()[0]
+        return str(int(top or 0) + 1).zfill(8)
 
     def counts(self) -> dict[str, int]:
         return {t: len(self.rows(t)) for t in TABLES}
