@@ -51,6 +51,8 @@ def test_exact_normalisation_options_are_explicit():
     assert loose(A("the PARIS."), answer="Paris").passed is True
     assert ExactMatch()(A("the PARIS."), answer="Paris").passed is False
     assert ExactMatch()(A("ﬁne"), answer="fine").passed is True  # NFKC ligature
+    assert ExactMatch()(A("４２"), answer="42").passed is True  # full-width digits fold
+    assert ExactMatch()(A("4²"), answer="42").passed is False  # but 4 squared is not 42
     assert ExactMatch()(A("b"), answer=["a", "b"]).passed is True  # any of several references
     assert ExactMatch(extraction=Extraction(method="whole"))("Paris", answer="Paris").passed is True
 
@@ -66,7 +68,7 @@ def test_missing_reference_is_an_error_not_a_zero():
 @pytest.mark.parametrize("got, want", [
     ("42", "42"), (" 42 ", "42"), ("42.0", "42"), ("42.000", "42"), ("+42", "42"), ("4.2e1", "42"),
     ("1,234,567", "1234567"), ("1234567", "1,234,567"), ("$1,000", "1000"), ("0.5", "1/2"), ("1/2", "0.5"),
-    (r"\frac{1}{2}", "0.5"), ("−3", "-3"), ("-3.50", "-3.5"), ("50%", "50"), (".5", "0.5"),
+    (r"\frac{1}{2}", "0.5"), ("−3", "-3"), ("-3.50", "-3.5"), ("50%", "50"), (".5", "0.5"), ("４２", "42"),
 ])
 def test_numeric_true_positives_in_equivalent_formats(got, want):
     res = NumericMatch()(A(got), answer=want)
@@ -75,7 +77,8 @@ def test_numeric_true_positives_in_equivalent_formats(got, want):
 
 @pytest.mark.parametrize("got, want", [
     ("43", "42"), ("42.0001", "42"), ("1,23", "123"), ("42 apples", "42"), ("forty-two", "42"), ("", "42"),
-    ("0.3333", "1/3"), ("1e999999", "1"), ("4 2", "42"),
+    ("0.3333", "1/3"), ("1e999999", "1"), ("4 2", "42"), ("4²", "42"), ("100⁰", "1000"), ("½", "0.5"),
+    ("1₀", "10"),
 ])
 def test_numeric_true_negatives(got, want):
     res = NumericMatch()(A(got), answer=want)

@@ -32,7 +32,7 @@ math_binary = NumericMatch(extraction=Extraction(method="tag", tag="answer", occ
 math_shaped = ShapedReward(
     math_binary,
     [
-        component_signal("format_ok", weight=0.3, applies_to="fail"),
+        component_signal("format_ok", weight=0.1, applies_to="fail"),
         overlong_signal(max_length=256, cache_length=64, unit="tokens", weight=0.5),
     ],
     name="math_shaped",
