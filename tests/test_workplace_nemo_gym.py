@@ -121,3 +121,14 @@ def test_number_for_a_string_argument_is_coerced_and_the_difference_explained(tm
     path.write_text(json.dumps(rec) + "\n")
     v = verify_rollouts(path, [task], nemo_world())[0]
     assert v["reward"] == 1.0 and "differs from NeMo Gym on purpose" in v["reason"] and "number" in v["reason"]
+
+
+def test_malformed_arguments_in_a_rollout_are_a_format_error_not_a_crash(tmp_path):
+    tasks = read_tasks(NEMO / "parity" / "tasks.jsonl")
+    rec = json.loads((NEMO / "parity" / "rollouts.jsonl").read_text().splitlines()[0])
+    call = next(o for o in rec["response"]["output"] if o["type"] == "function_call")
+    call["arguments"] = '{"email_id": "00000057", "body": '
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(rec) + "\n")
+    v = verify_rollouts(path, tasks, nemo_world())[0]
+    assert v["reward"] == 0.0 and v["reason"].startswith("format_error")

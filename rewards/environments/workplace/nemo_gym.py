@@ -22,6 +22,7 @@ from typing import Any, Iterable
 
 from schemas.messages import Message, ToolCall
 from schemas.task import FunctionSpec, TaskRow, ToolSpec
+from schemas.tool_prompt import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from schemas.trajectory import Trajectory
 from schemas.workplace import WRITE_TOOLS, tool_specs
 from rewards.environments.workplace.verifier import NEMO_GYM_DIFFERENCES, reason_code, verify_trajectory
@@ -197,9 +198,14 @@ def trajectory_from_rollout(rec: dict[str, Any], where: str = "") -> Trajectory:
     for j, item in enumerate(output):
         kind = item.get("type")
         if kind == "function_call":
-            call = ToolCall(name=item.get("name") or "?", id=item.get("call_id"),
-                            arguments=_args(item.get("arguments"), f"{where}: output[{j}]"))
-            msgs.append(Message(role="assistant", content="", tool_calls=[call]))
+            name, raw = item.get("name") or "?", item.get("arguments")
+            try:
+                call = ToolCall(name=name, id=item.get("call_id"), arguments=_args(raw, f"{where}: output[{j}]"))
+                msgs.append(Message(role="assistant", content="", tool_calls=[call]))
+            except NemoGymFormatError:
+                # the model wrote arguments that are not a JSON object: keep its text so THE parser judges it
+                text = json.dumps({"name": name, "arguments": raw if isinstance(raw, str) else json.dumps(raw)})
+                msgs.append(Message(role="assistant", content=f"{TOOL_CALL_OPEN}{text}{TOOL_CALL_CLOSE}"))
             final = None
         elif kind == "function_call_output":
             out = item.get("output", "")
