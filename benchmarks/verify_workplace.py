@@ -179,7 +179,8 @@ def main() -> None:
     from rewards.environments.workplace.nemo_gym import read_csv_world, read_tasks, trajectory_from_rollout, user_text
 
     results: dict = {"machine": {"python": platform.python_version(), "cpu_count": os.cpu_count(),
-                                 "affinity": affinity, "platform": platform.platform()}}
+                                 "affinity": affinity, "platform": platform.platform(),
+                                 "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}}
 
     # (b) generated tasks: ground-truth demonstrations, 1-4+ calls
     tables = generate_world_tables()
@@ -247,6 +248,7 @@ def main() -> None:
         "speedup_ours_cold_generated_cpu_vs_stated": round(results["generated_tasks"]["ours_cold"]["per_s_cpu"]
                                                            / STATED_NEMO_GYM_PER_S, 1),
     }
+    results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     results["target_verifications_per_s"] = 2000
     results["meets_target_cpu"] = results["generated_tasks"]["ours_cold"]["per_s_cpu"] >= 2000
     results["meets_target_wall"] = results["generated_tasks"]["ours_cold"]["per_s_wall"] >= 2000
