@@ -58,11 +58,12 @@ def run_ours(steps: int, out: Path, precision: str = "fp32") -> dict:
     write_tasks([TaskRow(id=r["id"], prompt=r["prompt"], answer=r["answer"]) for r in rows], data)
     cfg = parse_train_config({
         "name": "bench-ours", "seed": SEED, "output_dir": str(work / "run"), "threads": 1, "steps": steps,
-        "batch_size": G * PROMPTS, "model": {"precision": precision}, "data": {"path": str(data), "split": "train", "shuffle": False},
+        "batch_size": G * PROMPTS, "model": {"precision": "bf16-autocast" if precision != "fp32" else "fp32"}, "data": {"path": str(data), "split": "train", "shuffle": False},
         "reward": {"function": REWARD, "allow_unaudited": True},
         "rollout": {"num_generations": G, "max_new_tokens": MAX_TOKENS, "temperature": 1.0},
         "loss": {"type": "dapo", "epsilon_low": 0.2, "epsilon_high": 0.28, "beta": 0.0},
-        "dynamic_sampling": {"enabled": False}, "optim": {"lr": LR, "betas": [0.9, 0.999], "weight_decay": 0.0},
+        "dynamic_sampling": {"enabled": False}, "optim": {"lr": LR, "betas": [0.9, 0.999], "weight_decay": 0.0,
+                  "optimizer": "adamw-bf16" if precision == "lean" else "adamw"},
         "checkpoint": {"every": 10_000, "save_optimizer": False},
     })
     from training.scoring import load_reward
@@ -148,38 +149,57 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--engine", choices=["ours", "trl"], help="(internal) run one engine and print its JSON")
     ap.add_argument("--out", type=Path, default=RESULT)
-    ap.add_argument("--precision", choices=["fp32", "bf16-autocast"], default="fp32")
+    ap.add_argument("--precision", choices=["fp32", "bf16-autocast", "lean"], default="fp32")
+    ap.add_argument("--ours-precisions", default="lean,fp32", help="our variants, each run side by side with TRL")
     a = ap.parse_args()
     if a.engine:
         res = (run_ours if a.engine == "ours" else run_trl)(a.steps, a.out, a.precision)
         print("RESULT " + json.dumps(res), flush=True)
         return
     env = {**os.environ, "RLVR_THREADS": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    results = {}
-    for engine in ("ours", "trl"):
+
+    def run_pair(ours_precision: str) -> dict:
+        """Ours and TRL at the same time, one process each (one torch thread each): whatever else loads the
+        machine loads both alike."""
         t0 = time.time()
-        proc = subprocess.run([sys.executable, __file__, "--engine", engine, "--steps", str(a.steps)], env=env,
-                              capture_output=True, text=True, cwd=ROOT)
-        lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
-        if proc.returncode != 0 or not lines:
-            sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
-            raise SystemExit(f"{engine} run failed with exit code {proc.returncode}")
-        results[engine] = _summary(json.loads(lines[-1][7:]))
-        print(f"{engine}: {results[engine]['step_time_mean_s']:.2f} s/step, "
-              f"peak RSS {results[engine]['peak_rss_mb']:.0f} MB ({time.time() - t0:.0f} s)", flush=True)
-    ours, trl = results["ours"], results["trl"]
+        procs = {}
+        for engine, prec in (("ours", ours_precision), ("trl", "fp32")):
+            procs[engine] = subprocess.Popen(
+                [sys.executable, __file__, "--engine", engine, "--steps", str(a.steps), "--precision", prec],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        res = {}
+        for engine, proc in procs.items():
+            out, err = proc.communicate()
+            lines = [l for l in out.splitlines() if l.startswith("RESULT ")]
+            if proc.returncode != 0 or not lines:
+                sys.stderr.write(out[-4000:] + err[-4000:])
+                raise SystemExit(f"{engine} run failed with exit code {proc.returncode}")
+            res[engine] = _summary(json.loads(lines[-1][7:]))
+            print(f"{engine} ({res[engine]['precision']}): {res[engine]['step_time_mean_s']:.2f} s/step, "
+                  f"peak RSS {res[engine]['peak_rss_mb']:.0f} MB ({time.time() - t0:.0f} s)", flush=True)
+        return res
+
+    pairs = {p: run_pair(p) for p in a.ours_precisions.split(",")}
+    head = pairs[a.ours_precisions.split(",")[0]]
+    ours, trl = head["ours"], head["trl"]
     out = {
         "benchmark": "grpo_vs_trl",
-        "command": f".venv/bin/python benchmarks/grpo_vs_trl.py --steps {a.steps}",
+        "command": f".venv/bin/python benchmarks/grpo_vs_trl.py --steps {a.steps} --ours-precisions {a.ours_precisions}",
         "setup": {"model": "SmolLM2-135M-Instruct (embedded)", "num_generations": G, "prompts_per_step": PROMPTS,
                   "max_completion_tokens": MAX_TOKENS, "beta": 0.0, "loss": "dapo", "epsilon": [0.2, 0.28],
                   "lr": LR, "steps": a.steps, "torch_threads": 1, "reward": "tagged_answer_shaped",
-                  "cpu_count": os.cpu_count()},
+                  "cpu_count": os.cpu_count(), "run": "ours and TRL concurrently, one process and one thread each",
+                  "ours_headline": ("lean = bf16 autocast compute + bf16 Adam moments (fp32 weights); "
+                                    "fp32 = everything fp32" ),
+                  "trl": "TRL 1.16 GRPOTrainer at its defaults otherwise (fp32 on CPU, gradient checkpointing on)"},
         "step_time_ratio": ours["step_time_mean_s"] / trl["step_time_mean_s"],
         "step_time_ratio_median": ours["step_time_median_s"] / trl["step_time_median_s"],
         "peak_rss_ratio": ours["peak_rss_mb"] / trl["peak_rss_mb"],
         "ours": ours,
         "trl": trl,
+        "pairs": {p: {"step_time_ratio": v["ours"]["step_time_mean_s"] / v["trl"]["step_time_mean_s"],
+                      "peak_rss_ratio": v["ours"]["peak_rss_mb"] / v["trl"]["peak_rss_mb"],
+                      "ours": v["ours"], "trl": v["trl"]} for p, v in pairs.items()},
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)

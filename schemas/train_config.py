@@ -145,6 +145,8 @@ class OptimSection(_Strict):
     betas: tuple[float, float] = (0.9, 0.99)
     num_iterations: int = Field(1, ge=1)  # inner policy updates per batch (PPO's mu); >1 makes the ratio move
     micro_batch_size: int | None = Field(None, ge=1)  # completions per forward; None = the whole batch
+    # "adamw-bf16": AdamW with bf16 moments (stochastic rounding), half the optimizer memory (training/optim.py)
+    optimizer: Literal["adamw", "adamw-bf16"] = "adamw"
 
 
 class SFTSection(_Strict):

@@ -170,7 +170,13 @@ class GRPOTrainer:
         self.tasks = self._tasks if self._tasks is not None else load_train_tasks(cfg)
         if not self.tasks:
             raise TrainingError(f"no training tasks in {cfg.data.path} (split {cfg.data.split!r})")
-        self.reward = self._reward or load_reward(cfg.reward.function, kwargs=cfg.reward.kwargs)
+        if self._reward is not None:
+            self.reward = self._reward
+        elif cfg.rollout.environment and (cfg.reward.function == "env" or cfg.reward.function.startswith("env:")):
+            self.reward = LoadedReward(fn=None, ref=cfg.reward.function,
+                                       version=f"{cfg.rollout.environment}-verifier:{cfg.reward.function}")
+        else:
+            self.reward = load_reward(cfg.reward.function, kwargs=cfg.reward.kwargs)
         self.resumed_from = latest_complete(self.ckpt_root)
         state: dict[str, Any] = {}
         if self.resumed_from is not None:
@@ -197,8 +203,10 @@ class GRPOTrainer:
         self.autocast_bf16 = cfg.model.precision == "bf16-autocast"
         self.ref_model = self._make_reference(model) if self.loss_cfg["beta"] > 0 else None
         params = [p for p in model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(params, lr=cfg.optim.lr, betas=cfg.optim.betas,
-                                           weight_decay=cfg.optim.weight_decay, foreach=False)
+        from training.optim import make_optimizer
+
+        self.optimizer = make_optimizer(cfg.optim.optimizer, params, lr=cfg.optim.lr, betas=cfg.optim.betas,
+                                        weight_decay=cfg.optim.weight_decay, seed=cfg.seed)
         if self.resumed_from is not None:
             opt_state = load_optimizer_state(self.resumed_from)
             if opt_state is not None:
@@ -231,7 +239,7 @@ class GRPOTrainer:
         if cfg.rollout.environment:
             from training.multiturn import make_environment_collector
 
-            return make_environment_collector(cfg, self.model, self.tok, self.reward)
+            return make_environment_collector(cfg, self.model, self.tok, self.reward, autocast_bf16=self.autocast_bf16)
         from training.rollout import make_backend
 
         backend = make_backend(cfg.rollout.backend, self.model, self.tok, autocast_bf16=self.autocast_bf16)

@@ -154,11 +154,15 @@ def sample_tokens(
     ids, lps, masks = [], [], []
     for _ in range(params.max_new_tokens):
         logits = out.logits[:, -1, :].float()
-        scaled = logits / params.temperature
-        filtered = _filter_logits(scaled, params.top_k, params.top_p)
-        probs = torch.softmax(filtered, dim=-1)
-        tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-        lp = token_logprobs(scaled, tok)
+        if params.temperature <= 0:  # greedy (evaluation): log-probs under temperature 1
+            tok = logits.argmax(-1)
+            lp = token_logprobs(logits, tok)
+        else:
+            scaled = logits / params.temperature
+            filtered = _filter_logits(scaled, params.top_k, params.top_p)
+            probs = torch.softmax(filtered, dim=-1)
+            tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+            lp = token_logprobs(scaled, tok)
         live = ~done
         tok = torch.where(live, tok, torch.full_like(tok, pad_id))
         ids.append(tok)

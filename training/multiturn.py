@@ -1,0 +1,221 @@
+"""Multi-turn tool rollouts for training: many episodes advanced turn by turn in one batch, through the shared tool
+loop (`rewards.environments.loop.ToolLoop`), with token bookkeeping for the loss.
+
+Per episode the trainer keeps one token stream: the initial prompt, then for every turn the tokens the policy
+sampled (loss mask 1, with their sampling log-probs) followed by the template's rendering of the tool results and
+the next generation prompt (loss mask 0: tool output is context, never trained on). The environment's system
+prompt is the same for every task, so it is run once per turn for the whole batch (`training.logprobs.prefill`),
+not once per episode. The episode's verdict comes from the environment's verifier (`reward.function: env` or
+`env:binary`) or from a trajectory reward loaded from a file.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from schemas.rewards import RewardResult
+from schemas.task import TaskRow
+from schemas.train_config import TrainConfig
+from training.rollout import SamplingParams, end_token_ids, left_pad, sample_tokens
+from training.samples import Sample
+
+
+class EnvironmentError_(RuntimeError):
+    """The environment named in the config cannot be built (unknown name, missing world files)."""
+
+
+@dataclass
+class Episode:
+    task: TaskRow
+    group: int
+    loop: Any
+    env: Any
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    cut: bool = False  # hit a token limit: no more turns
+
+
+def load_workplace_world(data_path: str | Path) -> Any:
+    """The seed world stored next to a workplace task dataset (`DIR/world/*.parquet`, `DIR/manifest.json`)."""
+    import polars as pl
+
+    from generators.workplace import CONTEXT, TODAY
+    from rewards.environments.workplace import WorkplaceWorld
+
+    folder = Path(data_path)
+    folder = folder if folder.is_dir() else folder.parent
+    parts = sorted((folder / "world").glob("*.parquet"))
+    if not parts:
+        raise EnvironmentError_(f"{folder}: no world/*.parquet next to the tasks (build it with `rlvr env tasks`)")
+    manifest = json.loads((folder / "manifest.json").read_text()) if (folder / "manifest.json").exists() else {}
+    tables = {p.stem: pl.read_parquet(p).to_dicts() for p in parts}
+    return WorkplaceWorld.from_tables(tables, today=manifest.get("today", TODAY),
+                                      context=manifest.get("context", CONTEXT), name="workplace")
+
+
+def make_env_factory(name: str, data_path: str) -> Callable[[], Any]:
+    if name == "workplace":
+        from rewards.environments.workplace import WorkplaceEnv
+
+        world = load_workplace_world(data_path)
+        return lambda: WorkplaceEnv(world)
+    raise EnvironmentError_(f"unknown rollout.environment {name!r}; known: workplace")
+
+
+def _render(tok: Any, messages: list[dict[str, Any]], gen_prompt: bool) -> str:
+    return tok.apply_chat_template(messages, add_generation_prompt=gen_prompt, tokenize=False)
+
+
+def _ids(tok: Any, text: str) -> list[int]:
+    return list(tok(text, add_special_tokens=False)["input_ids"]) if text else []
+
+
+def tool_suffix_ids(tok: Any, before: list[dict[str, Any]], reply: str, after: list[dict[str, Any]], ended: bool) -> list[int]:
+    """Tokens between the policy's reply and its next turn: the end of the assistant turn when the reply did not
+    emit it, the template's glue, the tool messages and the next generation prompt. Computed as the difference of
+    two renderings, so any chat template works."""
+    upto = _render(tok, before + [{"role": "assistant", "content": reply}], False)
+    nxt = _render(tok, after, True)
+    if not nxt.startswith(upto):
+        raise RuntimeError("the chat template does not render the conversation incrementally")
+    eos = tok.eos_token or ""
+    closing = upto[upto.rfind(reply) + len(reply):] if reply else ""
+    if ended and eos and closing.startswith(eos):
+        closing = closing[len(eos):]
+    return _ids(tok, closing + nxt[len(upto):])
+
+
+class EnvironmentCollector:
+    """Callable(tasks, G, params) -> samples: G episodes per task, batched turn by turn."""
+
+    def __init__(self, cfg: TrainConfig, model: Any, tok: Any, reward: Any, env_factory: Callable[[], Any] | None = None,
+                 autocast_bf16: bool = False):
+        from rewards.environments.loop import ToolLoop
+
+        self.cfg, self.model, self.tok, self.reward = cfg, model, tok, reward
+        self.env_factory = env_factory or make_env_factory(cfg.rollout.environment or "", cfg.data.path)
+        self.ToolLoop = ToolLoop
+        self.eos_ids = end_token_ids(tok, model)
+        self.autocast_bf16 = autocast_bf16
+        ref = cfg.reward.function
+        self.verdict = ref.split(":", 1)[1] if ref.startswith("env:") else ("shaped" if ref == "env" else None)
+
+    def _prompt_ids(self, messages: list[dict[str, Any]]) -> list[int]:
+        return _ids(self.tok, _render(self.tok, messages, True))
+
+    @torch.no_grad()
+    def __call__(self, tasks: list[TaskRow], g: int, params: SamplingParams) -> list[Sample]:
+        from training.logprobs import common_prefix_len, prefill
+
+        cfg = self.cfg
+        episodes: list[Episode] = []
+        for gi, task in enumerate(tasks):
+            for _ in range(g):
+                env = self.env_factory()
+                loop = self.ToolLoop(task, env, max_turns=cfg.rollout.max_turns)
+                episodes.append(Episode(task, gi, loop, env, self._prompt_ids(loop.prompt())))
+        device = next(self.model.parameters()).device
+        gen = torch.Generator(device="cpu").manual_seed(params.seed)
+        was_training = self.model.training
+        self.model.eval()
+        amp = torch.autocast(device_type=device.type, dtype=torch.bfloat16) if self.autocast_bf16 else _Null()
+        try:
+            with amp:
+                plen = common_prefix_len([e.prompt_ids for e in episodes])
+                pcache = prefill(self.model, torch.tensor([episodes[0].prompt_ids[:plen]], device=device)) if plen else None
+                turn = 0
+                while True:
+                    active = [e for e in episodes if not e.loop.done and not e.cut]
+                    if not active:
+                        break
+                    room = min(cfg.rollout.max_total_tokens - len(e.prompt_ids) - len(e.completion_ids) for e in active)
+                    max_new = min(cfg.rollout.max_new_tokens, room)
+                    if max_new <= 0:
+                        for e in active:
+                            e.cut = True
+                        break
+                    rows = [(e.prompt_ids + e.completion_ids)[plen:] for e in active]
+                    repeats = g if turn == 0 and len(active) == len(episodes) else 1
+                    uniq = rows[::repeats]
+                    ids, mask = left_pad(uniq, self.tok.pad_token_id)
+                    first = int((mask.sum(0) > 0).nonzero().min())
+                    p = SamplingParams(max_new_tokens=max_new, temperature=params.temperature, top_p=params.top_p,
+                                       top_k=params.top_k, seed=params.seed)
+                    out_ids, out_mask, out_lp, ended = sample_tokens(
+                        self.model, ids[:, first:].to(device), mask[:, first:].to(device), p, eos_ids=self.eos_ids,
+                        pad_id=self.tok.pad_token_id, generator=gen, repeats=repeats, prefix_cache=pcache,
+                        prefix_len=plen)
+                    for i, e in enumerate(active):
+                        n = int(out_mask[i].sum())
+                        toks = out_ids[i, :n].tolist()
+                        e.completion_ids += toks
+                        e.loss_mask += [1] * n
+                        e.logprobs += out_lp[i, :n].tolist()
+                        text = self.tok.decode(toks, skip_special_tokens=True)
+                        before = e.loop.prompt()
+                        e.loop.step(text)
+                        if not bool(ended[i]):
+                            e.cut = True  # the reply was cut at the token limit: the episode ends here
+                            continue
+                        if not e.loop.done:
+                            suffix = tool_suffix_ids(self.tok, before, text, e.loop.prompt(), True)
+                            e.completion_ids += suffix
+                            e.loss_mask += [0] * len(suffix)
+                            e.logprobs += [0.0] * len(suffix)
+                    turn += 1
+        finally:
+            self.model.train(was_training)
+        return self._score(episodes)
+
+    def _score(self, episodes: list[Episode]) -> list[Sample]:
+        samples = []
+        trajs = []
+        for e in episodes:
+            traj = e.loop.trajectory()
+            if e.cut and traj.stopped == "length":
+                traj.stopped = "length"
+            traj.token_ids = e.prompt_ids + e.completion_ids
+            traj.loss_mask = [0] * len(e.prompt_ids) + e.loss_mask
+            trajs.append(traj)
+        if self.verdict is not None:
+            results = []
+            for e, traj in zip(episodes, trajs):
+                try:
+                    r = e.env.verify(traj)
+                except Exception as exc:  # noqa: BLE001 - a crashing verifier is an error result, not a 0
+                    r = RewardResult(score=None, error=f"verifier raised {exc!r}")
+                if self.verdict == "binary" and r.score is not None:
+                    r = r.model_copy(update={"score": float(bool(r.passed))})
+                results.append(r)
+        else:
+            from training.scoring import row_fields
+
+            results = self.reward.score_batch(trajs, [row_fields(e.task) for e in episodes])
+        for e, traj, r in zip(episodes, trajs, results):
+            traj.reward = r
+            samples.append(Sample(
+                group=e.group, task_id=e.task.id, prompt_ids=e.prompt_ids, completion_ids=e.completion_ids,
+                loss_mask=e.loss_mask, logprobs=e.logprobs, truncated=e.cut,
+                text=traj.messages[-1].content if traj.messages else "", result=r,
+                extras={"turns": traj.turns, "stopped": traj.stopped},
+            ))
+        return samples
+
+
+class _Null:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *a):
+        return False
+
+
+def make_environment_collector(cfg: TrainConfig, model: Any, tok: Any, reward: Any, autocast_bf16: bool = False) -> EnvironmentCollector:
+    return EnvironmentCollector(cfg, model, tok, reward, autocast_bf16=autocast_bf16)

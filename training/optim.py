@@ -1,0 +1,72 @@
+"""Optimizers. `LeanAdamW`: AdamW whose two moment buffers are stored in bfloat16 with stochastic rounding.
+
+Why: with fp32 weights, fp32 gradients and fp32 Adam moments, the optimizer state is half of a full fine-tune's
+static memory (1.1 GB of 2.2 GB for a 135M model). bf16 moments halve it. Plain round-to-nearest bf16 storage
+breaks Adam: with beta2 = 0.999 the per-step change of the second moment (0.1 %) is below bf16's resolution
+(0.4 %), so the moment would freeze. Stochastic rounding makes every stored value an unbiased estimate of the fp32
+one, so the moving averages stay correct in expectation; the update itself is computed in fp32 and applied to the
+fp32 weights. Large tensors are processed in chunks so the fp32 temporaries stay small.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+import torch
+
+CHUNK = 1 << 20
+
+
+def stochastic_round_bf16(x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """fp32 -> bf16, rounding up or down with probability proportional to the distance (unbiased)."""
+    bits = x.contiguous().view(torch.int32)
+    noise = torch.randint(0, 1 << 16, bits.shape, dtype=torch.int32, device=x.device, generator=generator)
+    rounded = (bits + noise) & -65536  # clear the low 16 bits after adding uniform noise below them
+    return rounded.view(torch.float32).to(torch.bfloat16)
+
+
+class LeanAdamW(torch.optim.Optimizer):
+    def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, seed: int = 0):
+        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
+        self._gen = torch.Generator().manual_seed(seed)
+
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> None:
+        for group in self.param_groups:
+            lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                st = self.state[p]
+                if not st:
+                    st["step"] = 0
+                    st["exp_avg"] = torch.zeros_like(p, dtype=torch.bfloat16)
+                    st["exp_avg_sq"] = torch.zeros_like(p, dtype=torch.bfloat16)
+                st["step"] += 1
+                t = st["step"]
+                c1, c2 = 1 - b1 ** t, 1 - b2 ** t
+                flat_p, flat_g = p.view(-1), p.grad.view(-1)
+                flat_m, flat_v = st["exp_avg"].view(-1), st["exp_avg_sq"].view(-1)
+                for s in range(0, flat_p.numel(), CHUNK):
+                    e = min(s + CHUNK, flat_p.numel())
+                    g = flat_g[s:e].float()
+                    m = flat_m[s:e].float().mul_(b1).add_(g, alpha=1 - b1)
+                    v = flat_v[s:e].float().mul_(b2).addcmul_(g, g, value=1 - b2)
+                    flat_m[s:e] = stochastic_round_bf16(m, self._gen)
+                    flat_v[s:e] = stochastic_round_bf16(v, self._gen)
+                    if wd:
+                        flat_p[s:e].mul_(1 - lr * wd)
+                    denom = v.sqrt_().div_(math.sqrt(c2)).add_(eps)
+                    flat_p[s:e].addcdiv_(m, denom, value=-lr / c1)
+                p.grad = None  # free each gradient as soon as it is applied
+
+
+def make_optimizer(name: str, params: list[Any], *, lr: float, betas: tuple[float, float], weight_decay: float,
+                   seed: int = 0) -> torch.optim.Optimizer:
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay, foreach=False)
+    if name == "adamw-bf16":
+        return LeanAdamW(params, lr=lr, betas=betas, weight_decay=weight_decay, seed=seed)
+    raise ValueError(f"unknown optimizer {name!r}: adamw or adamw-bf16")
