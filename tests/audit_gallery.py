@@ -263,16 +263,18 @@ EXPLOITABLE_TRAJECTORY = {
 _WORKPLACE: dict = {}
 
 
-def workplace(n: int = 48, seed: int = 0):
-    """(world, task rows, episode) for the generated workplace world; `episode(row)` starts a live episode."""
+def workplace(n: int = 32, seed: int = 0):
+    """(world, task rows, episode) over the studio's default generated company (the world the workplace rewards
+    resolve by default); `episode(row)` starts a live episode of the row's task."""
     key = (n, seed)
     if key not in _WORKPLACE:
         from generators.task_io import record_to_task
         from generators.workplace import CONTEXT, TODAY, generate_tasks, generate_world_tables
-        from rewards.environments.workplace import WorkplaceEnv, WorkplaceWorld
+        from rewards.environments.workplace import WorkplaceEnv
+        from training.eval_environment import workplace_world
 
-        tables = generate_world_tables(seed=0)
-        world = WorkplaceWorld.from_tables(tables, today=TODAY, context=CONTEXT)
+        world = workplace_world(None)
+        tables = generate_world_tables(None)
         rows = [t.model_dump(mode="json") for t in generate_tasks(tables, today=TODAY, context=CONTEXT, n=n, seed=seed)]
         env = WorkplaceEnv(world)
 

@@ -24,6 +24,9 @@ def render_markdown(report: AuditReport) -> str:
     lines.append(f"**Verdict: {report.verdict.upper()}** — {len(report.findings)} finding(s), {len(blocking)} at "
                  f"severity high or above; {report.rows} rows, {report.scored_samples} inputs scored in "
                  f"{report.seconds:.1f} s. Answer format: `{report.answer_format}`.")
+    if report.baselines and report.baselines.policies:
+        trivial = ", ".join(f"{k} {_pct(p.pass_rate)}" for k, p in report.baselines.policies.items())
+        lines[-1] += f" Trivial policies pass: {trivial}."
     lines.append("")
     if report.baselines:
         b = report.baselines

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from schemas.rewards import RewardResult
-from schemas.trajectory import Trajectory
 
 Item = Any  # a completion string, or a Trajectory for trajectory-aware rewards
 BatchFn = Callable[[Sequence[Item], Sequence[dict[str, Any]]], list[RewardResult]]
@@ -68,6 +67,3 @@ def scorer_from_callable(fn: Any, name: str | None = None, sandbox: Any = "auto"
                        weights=declared_weights(reward),
                        episode=getattr(reward.fn, "audit_episode", None) or getattr(fn, "audit_episode", None))
 
-
-def is_trajectory(item: Item) -> bool:
-    return isinstance(item, Trajectory)

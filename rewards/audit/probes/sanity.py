@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 import re
-from typing import Sequence
 
 from rewards.audit.context import EPS, AuditContext, Case, item_key
 from rewards.audit.registry import Outcome, Probe, attack, register

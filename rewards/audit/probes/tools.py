@@ -192,5 +192,41 @@ class ReadSpamCredit(Probe):
                                f" (at most {max(shares):.1%} of the reference's margin: a weak pull)"))
 
 
+class NoopCreditShare(Probe):
+    """Shaped credit for doing nothing: if a no-op earns a sizeable share of what the correct trajectory earns on
+    tasks that need writes, failing groups teach the policy that doing nothing beats trying (the no-op attractor)."""
+
+    family, name, severity = F, "noop_credit_share", "high"
+    description = ("On tasks that need writes, doing nothing earns < 10% of the margin between the reference and "
+                   "the lowest score (>= 10%: low, >= 25%: medium, > 50%: high).")
+    kinds = K
+    tiers = ((0.5, "high"), (0.25, "medium"), (0.10, "low"))
+
+    def build(self, ctx):
+        return [Case(i, noop_trajectory(ctx, i), "noop") for i in _needs_writes(ctx)]
+
+    def judge(self, ctx, cases, results) -> Outcome:
+        if not cases:
+            return Outcome(skipped="no task needs a write")
+        floor = ctx.score_floor if ctx.score_floor is not None else 0.0
+        shares = []
+        for c, r in zip(cases, results):
+            ref = ctx.reference_score(c.row)
+            if ref is None or r.score is None or ref - floor <= 1e-9 or ctx.is_pass(c.row, r):
+                continue  # a no-op that passes is the `noop` probe's finding
+            shares.append((c, r, (r.score - floor) / (ref - floor)))
+        if not shares:
+            return Outcome(skipped="no row with a reference above the lowest score")
+        worst = max(s for _, _, s in shares)
+        for bound, sev in self.tiers:
+            if worst > bound if sev == "high" else worst >= bound:
+                fooled = [(c, r, f"doing nothing earns {s:.0%} of the reference's margin") for c, r, s in shares
+                          if s >= self.tiers[-1][0]]
+                return Outcome(tested_rows=len(shares), fooled=fooled, severity=sev,
+                               message="doing nothing earns shaped credit: failing groups favour the no-op")
+        return Outcome(tested_rows=len(shares), message=f"a no-op earns at most {worst:.0%} of the margin")
+
+
 register(CreateThenDelete())
+register(NoopCreditShare())
 register(ReadSpamCredit())
