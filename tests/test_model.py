@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import time
-
 import pytest
 
 from training.chat import generate_reply
@@ -18,16 +16,23 @@ from training.model import (
 )
 
 
-def test_cache_is_reused_in_under_two_seconds(embedded):
-    ensure_embedded_cache()
-    best = min(_timed_load() for _ in range(2))
-    assert best < 2.0, f"loading from the safetensors cache took {best:.2f} s"
+def test_cache_is_reused_not_rebuilt(embedded, monkeypatch):
+    """A second load comes from the verified safetensors cache; the GGUF is not converted again.
 
+    (The < 2 s load time is measured by benchmarks/model_load.py, not by a timed test.)
+    """
+    import training.model as tm
 
-def _timed_load() -> float:
-    t0 = time.perf_counter()
-    load_model("default")
-    return time.perf_counter() - t0
+    folder = ensure_embedded_cache()
+    before = (folder / "model.safetensors").stat().st_mtime_ns
+
+    def no_rebuild(_folder):
+        raise AssertionError("the cache was rebuilt although it was intact")
+
+    monkeypatch.setattr(tm, "_build_embedded_cache", no_rebuild)
+    model, _ = load_model("default")
+    assert (folder / "model.safetensors").stat().st_mtime_ns == before
+    assert model.config.model_type == "llama"
 
 
 def test_truncated_cache_is_detected_and_rebuilt_from_gguf(tmp_path, monkeypatch, embedded):
