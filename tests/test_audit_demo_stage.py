@@ -17,6 +17,7 @@ HERE = Path(__file__).resolve().parent
 
 def _ctx(tmp_path, **state):
     ctx = DemoContext(out=tmp_path, quick=True, console=Console(quiet=True))
+    ctx.state["registry_path"] = str(tmp_path / "catalog.sqlite")
     ctx.state.update(state)
     return ctx
 
@@ -34,6 +35,11 @@ def test_default_demo_reward_passes_and_report_is_shared(tmp_path):
     data = json.loads(Path(ctx.state["audit_report_path"]).read_text())
     assert data["verdict"] == "pass"
     assert (tmp_path / "audit" / "audit_report.md").exists()
+    from training.registry import Registry
+
+    audits = Registry(tmp_path / "catalog.sqlite").audits()
+    assert len(audits) == 1 and audits[0].passed and audits[0].report_path == ctx.state["audit_report_path"]
+    assert produced["catalog"] == f"audit #{audits[0].id}"
 
 
 def test_gameable_reward_stops_the_demo_with_its_findings(tmp_path):

@@ -4,7 +4,7 @@ Reads `ctx.state["reward"]` (a `file.py:function` spec, a callable or a Reward) 
 dataset path) when earlier stages set them, else the arithmetic example's shaped reward and tasks. Writes the
 report (JSON + Markdown) and the inspection table into `ctx.out/audit/`, puts the AuditReport in
 `ctx.state["audit_report"]` and its JSON path in `ctx.state["audit_report_path"]` (a training config's
-`reward.audit_report`). `ctx.state["audit_samples"]` overrides how many completions are sampled for inspection.
+`reward.audit_report`), and records the audit in the studio's catalog. `ctx.state["audit_samples"]` overrides how many completions are sampled for inspection.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ def run(ctx) -> dict:
     md_path = atomic_write_text(out / "audit_report.md", render_markdown(report))
     ctx.state["audit_report"] = report
     ctx.state["audit_report_path"] = str(json_path)
+    recorded = _record(ctx, report, dataset, json_path)
     b = report.baselines
     worst = b.worst if b else None
     ctx.console.print(f"audit verdict [bold]{report.verdict}[/bold]: {len(report.findings)} finding(s), "
@@ -61,4 +62,24 @@ def run(ctx) -> dict:
         "inspection": (f"{report.inspection.samples} samples -> {report.inspection.table_csv}"
                        if report.inspection and report.inspection.samples else "-"),
         "report": str(md_path),
+        "catalog": recorded,
     }
+
+
+def _record(ctx, report, dataset: Path, json_path: Path) -> str:
+    """Record the audit in the studio's catalog (the same registry the evaluation stage uses)."""
+    import hashlib
+    import os
+
+    from training.registry import Registry
+
+    try:
+        reg = Registry(ctx.state.get("registry_path") or os.environ.get("RLVR_REGISTRY") or None)
+        digest = hashlib.sha256(dataset.read_bytes()).hexdigest() if dataset.is_file() else None
+        rec = reg.record_audit(report.reward, report.verdict == "pass", dataset_hash=digest,
+                               report_path=str(json_path),
+                               summary={"findings": len(report.findings), "blocking": len(report.blocking),
+                                        "rows": report.rows})
+        return f"audit #{rec.id}"
+    except Exception as exc:  # noqa: BLE001 - the catalog is a convenience; the report on disk is the record
+        return f"not recorded ({exc})"
