@@ -1,0 +1,127 @@
+"""Multi-turn tool rollouts: the token stream is exactly the rendered conversation, the policy's own tokens are
+trained on and tool-output tokens are masked; episodes run through the real workplace environment and verifier.
+
+The policy here is a scripted causal LM (a real torch module with a real KV cache, answering from a script), so
+that the rollout code, the tool loop, the environment and the template rendering are all the real ones while the
+replies are known in advance."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from training.rollout import SamplingParams
+
+CALL = '<tool_call>{"name": "email_search_emails", "arguments": {"query": "status"}}</tool_call>'
+FINAL = "Nothing needed to change."
+
+
+class ScriptedLM(torch.nn.Module):
+    """Turn k of every episode replies script[k] (then its end token). The turn is read from the prefill input:
+    the number of assistant headers in it (the generation prompt of turn 1, plus one per earlier turn)."""
+
+    def __init__(self, tok, replies):
+        super().__init__()
+        self.dummy = torch.nn.Parameter(torch.zeros(1))
+        self.vocab = len(tok)
+        self.header = tok("<|im_start|>assistant", add_special_tokens=False)["input_ids"]
+        self.script = [tok(r, add_special_tokens=False)["input_ids"] + [tok.convert_tokens_to_ids("<|im_end|>")]
+                       for r in replies]
+        self.turn: list[int] = []
+        self.pos: list[int] = []
+
+    def _count(self, row):
+        h, n = self.header, 0
+        for i in range(len(row) - len(h) + 1):
+            n += row[i:i + len(h)] == h
+        return n
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=None,
+                logits_to_keep=None, **kw):
+        b, length = input_ids.shape
+        if past_key_values is not None:
+            k = torch.zeros(b, 1, length, 1)
+            past_key_values.update(k, k.clone(), 0)
+        if length > 1 or not self.turn:  # a prefill: read the turn from the context
+            self.turn = [max(0, self._count(r.tolist()) - 1) for r in input_ids]
+            self.pos = [0] * b
+        else:
+            if len(self.turn) != b:  # the prompt's cache was repeated for the group
+                rep = b // len(self.turn)
+                self.turn = [t for t in self.turn for _ in range(rep)]
+                self.pos = [p for p in self.pos for _ in range(rep)]
+            self.pos = [p + 1 for p in self.pos]
+        logits = torch.zeros(b, 1, self.vocab)
+        for i in range(b):
+            script = self.script[min(self.turn[i], len(self.script) - 1)]
+            logits[i, 0, script[min(self.pos[i], len(script) - 1)]] = 30.0
+        return SimpleNamespace(logits=logits)
+
+
+@pytest.fixture(scope="module")
+def workplace(tmp_path_factory):
+    from studio.workplace_dataset import build_dataset
+
+    out = tmp_path_factory.mktemp("wp")
+    build_dataset(out, n=40)
+    return out
+
+
+def test_tool_output_tokens_are_masked_and_the_stream_is_the_conversation(workplace):
+    from generators.task_io import read_tasks
+    from training.config_io import parse_train_config
+    from training.model import load_tokenizer
+    from training.multiturn import EnvironmentCollector
+    from training.samples import pack
+
+    tok = load_tokenizer("default")
+    tok.padding_side = "left"
+    cfg = parse_train_config({
+        "data": {"path": str(workplace)}, "reward": {"function": "env", "allow_unaudited": True},
+        "rollout": {"environment": "workplace", "max_turns": 4, "max_new_tokens": 64, "max_total_tokens": 4096},
+    })
+    tasks = [t for t in read_tasks(workplace / "test.parquet")][:2]
+    model = ScriptedLM(tok, [CALL, FINAL])
+    collector = EnvironmentCollector(cfg, model, tok, None)
+    samples = collector(tasks, 2, SamplingParams(max_new_tokens=64, temperature=0.0))
+    assert len(samples) == 4 and [s.group for s in samples] == [0, 0, 1, 1]
+    for s in samples:
+        assert s.extras["turns"] == 2 and s.extras["stopped"] == "answer"
+        assert len(s.completion_ids) == len(s.loss_mask) == len(s.logprobs)
+        trained = tok.decode([t for t, m in zip(s.completion_ids, s.loss_mask) if m])
+        masked = tok.decode([t for t, m in zip(s.completion_ids, s.loss_mask) if not m])
+        assert trained == CALL + "<|im_end|>" + FINAL + "<|im_end|>"
+        assert "<|im_start|>tool" in masked and '"emails"' in masked and masked.endswith("<|im_start|>assistant\n")
+        assert all(lp == 0.0 for lp, m in zip(s.logprobs, s.loss_mask) if not m)
+        # prompt + completion is token for token the chat template's rendering of the whole episode
+        task = next(t for t in tasks if t.id == s.task_id)
+        from rewards.environments.loop import ToolLoop
+        from rewards.environments.workplace import WorkplaceEnv
+        from training.multiturn import load_workplace_world
+
+        loop = ToolLoop(task, WorkplaceEnv(load_workplace_world(workplace)), max_turns=4)
+        loop.step(CALL)
+        loop.step(FINAL)
+        rendered = tok.apply_chat_template(loop.prompt(), tokenize=False)
+        assert tok.decode(s.prompt_ids + s.completion_ids) == rendered.rstrip("\n")
+        # the verdict is the environment's verifier's: a search and no action does not pass
+        assert s.result is not None and s.result.passed is False and s.result.score is not None
+    pb = pack(samples, tok.pad_token_id)
+    assert float(pb.loss_mask.sum()) == sum(sum(s.loss_mask) for s in samples)
+    assert float(pb.completion_mask.sum()) > float(pb.loss_mask.sum())  # tool tokens are context, not loss
+
+
+def test_tool_suffix_closes_an_unended_turn():
+    from training.model import load_tokenizer
+    from training.multiturn import tool_suffix_ids
+
+    tok = load_tokenizer("default")
+    before = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
+    after = before + [{"role": "assistant", "content": "A"}, {"role": "tool", "content": "R"}]
+    ended = tok.decode(tool_suffix_ids(tok, before, "A", after, True))
+    cut = tok.decode(tool_suffix_ids(tok, before, "A", after, False))
+    assert ended == "\n<|im_start|>tool\nR<|im_end|>\n<|im_start|>assistant\n"
+    assert cut == "<|im_end|>" + ended
