@@ -39,6 +39,16 @@ def math_rows(n: int = 40, seed: int = 7) -> list[dict]:
     return rows
 
 
+def capital_rows() -> list[dict]:
+    """Short word answers (capitals), so the probes are exercised on text as well as numbers."""
+    caps = [("France", "Paris"), ("Japan", "Tokyo"), ("Italy", "Rome"), ("Spain", "Madrid"), ("Peru", "Lima"),
+            ("Kenya", "Nairobi"), ("Canada", "Ottawa"), ("Egypt", "Cairo"), ("Chile", "Santiago"),
+            ("India", "New Delhi"), ("Brazil", "Brasilia"), ("the United States", "Washington D.C.")]
+    return [{"id": f"c{i}", "prompt": [{"role": "user", "content": f"What is the capital of {c}? Answer in "
+                                                                     "<answer></answer>."}], "answer": a}
+            for i, (c, a) in enumerate(caps)]
+
+
 def tool_rows() -> list[dict]:
     """Workplace-style tool tasks with ground-truth calls; two are no-op tasks (nothing to change)."""
     tools = [{"type": "function", "function": {"name": n, "description": n, "parameters": {"type": "object"}}}

@@ -136,3 +136,12 @@ def test_a_constant_reward_is_reported_once_not_as_every_probe(value):
     assert report.verdict == "fail"
     assert [f.probe for f in report.blocking] == ["reference_passes"]
     assert report.blocking[0].severity == "critical"
+
+
+def test_word_answers_sound_pass_and_containment_is_caught():
+    rows = G.capital_rows()
+    for fn in (G.sound_strict_tag, G.sound_shaped):
+        report = _audit(fn, rows)
+        assert report.verdict == "pass" and not report.findings, [(f.probe, f.examples[0].input) for f in report.findings]
+    flagged = {f.probe for f in _audit(G.containment, rows).blocking}
+    assert {"enumerate_free_text", "hedging", "multiple_fields", "value_outside_field"} <= flagged
