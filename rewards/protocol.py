@@ -222,3 +222,17 @@ def call_reward(fn: Callable[..., Any], binding: Binding, kind: RewardKind, item
     except SystemExit as exc:
         return error_result(f"reward called sys.exit({exc.code!r})", version=version)
     return normalize_result(value, version=version)
+
+
+def __getattr__(name: str) -> Any:
+    """`rewards.protocol.load_reward` / `score_batch`: the protocol's entry points, re-exported lazily (they live in
+    `rewards.loading` and `rewards.scoring`, which import this module) for callers that look for them here."""
+    if name == "load_reward":
+        from rewards.loading import load_reward
+
+        return load_reward
+    if name == "score_batch":
+        from rewards.scoring import score_batch
+
+        return score_batch
+    raise AttributeError(f"module 'rewards.protocol' has no attribute {name!r}")
