@@ -16,6 +16,7 @@ class PairsSection(BaseModel):
     model_config = ConfigDict(extra="forbid")
     path: str
     source: Literal["pairs", "eval_report", "traces"] = "pairs"
+    tasks: str | None = None  # with source traces: the task dataset, so traces are re-verified into pass/fail
     max_pairs_per_prompt: int = Field(4, ge=1)
     max_pairs: int | None = Field(None, ge=1)
 
@@ -40,6 +41,8 @@ class DPOConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "DPOConfig":
+        if self.pairs.source == "traces" and not self.pairs.tasks:
+            raise ValueError("pairs.source traces needs pairs.tasks (the task dataset the traces are verified against)")
         if self.model.dtype == "float16" and self.model.init == "random":
             raise ValueError("model.dtype float16 cannot train a random-init model stably; use float32 or bfloat16")
         return self

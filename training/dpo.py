@@ -89,9 +89,15 @@ def load_pairs(cfg: DPOConfig, base: Path | None = None) -> list[dict[str, Any]]
 
         pairs = pairs_from_report(load_report(path), cfg.pairs.max_pairs_per_prompt)
     elif cfg.pairs.source == "traces":
-        from training.triage import pairs_from_traces, read_traces
+        from generators.task_io import read_tasks
+        from training.triage import pairs_from_traces, read_traces, reverify, workplace_verifier
 
-        pairs = pairs_from_traces(read_traces(path), cfg.pairs.max_pairs_per_prompt)
+        tasks_path = Path(cfg.pairs.tasks or "")
+        if not tasks_path.is_absolute() and base is not None and not tasks_path.exists():
+            tasks_path = base / tasks_path
+        traces = read_traces(path)
+        reverify(traces, read_tasks(tasks_path), workplace_verifier())
+        pairs = pairs_from_traces(traces, cfg.pairs.max_pairs_per_prompt)
     else:
         pairs = read_pairs(path)
     if cfg.pairs.max_pairs:
