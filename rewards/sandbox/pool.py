@@ -235,7 +235,8 @@ class Sandbox:
         payload = self._payload(reward)
         version = reward.version_id
         results: list[RewardResult | None] = [None] * n
-        size = max(1, min(1024, math.ceil(n / (self.n_workers * 4))))
+        # several chunks per worker for balance on big batches; one per worker for small ones (a GRPO group)
+        size = max(1, min(1024, max(math.ceil(n / (self.n_workers * 4)), min(32, math.ceil(n / self.n_workers)))))
         queue: deque[list[int]] = deque(list(range(i, min(n, i + size))) for i in range(0, n, size))
         busy: dict[int, _Worker] = {}
         done = 0
