@@ -60,7 +60,8 @@ def main() -> None:
     rows = [{"answer": str(i % 97)} for i in range(n)]
     expected = sum(1 for i in range(n) if str(i % 100) == str(i % 97))
     result: dict = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                                "platform": platform.platform()}, "calls": n}
+                                "platform": platform.platform(), "loadavg_1m_at_start": os.getloadavg()[0]},
+                    "calls": n}
 
     limits = SandboxLimits()
     with Sandbox(limits) as box:
