@@ -12,6 +12,7 @@ import hashlib
 import inspect
 import json
 import marshal
+import re
 import sys
 from typing import Any
 
@@ -59,13 +60,30 @@ def code_payload(fn: Any) -> str:
         cells = []
         for cell in fn.__closure__:
             try:
-                cells.append(repr(cell.cell_contents)[:500])
+                cells.append(_stable_repr(cell.cell_contents))
             except ValueError:
                 cells.append("<empty>")
         payload += "\nclosure:" + "|".join(cells)
     if not inspect.isfunction(fn) and not inspect.ismethod(fn):
-        payload += "\nconfig:" + _config_text(getattr(fn, "config", None))
+        config = getattr(fn, "config", None)
+        if config is None and hasattr(fn, "__dict__"):  # a plain callable object: its state is its configuration
+            payload += "\nstate:" + _stable_repr(vars(fn))
+        payload += "\nconfig:" + _config_text(config)
     return payload
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _stable_repr(value: Any, depth: int = 0) -> str:
+    """A repr that is the same in every process: functions by their code, no memory addresses."""
+    if depth < 3 and (inspect.isfunction(value) or inspect.ismethod(value)):
+        return "fn:" + hashlib.sha256(code_payload(value).encode("utf-8", "surrogatepass")).hexdigest()
+    if depth < 3 and isinstance(value, dict):
+        return "{" + ",".join(f"{k!r}:{_stable_repr(v, depth + 1)}" for k, v in sorted(value.items(), key=repr)) + "}"
+    if depth < 3 and isinstance(value, (list, tuple)):
+        return "[" + ",".join(_stable_repr(v, depth + 1) for v in value) + "]"
+    return _ADDRESS.sub("", repr(value))[:500]
 
 
 def content_hash(fn: Any, config: Any = None) -> str:

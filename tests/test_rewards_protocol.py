@@ -145,3 +145,33 @@ def test_trajectory_reward_gets_trajectory_and_final_state():
         return float(completion == "42")
 
     assert score_one(plain, traj, {}, sandbox=False).score == 1.0  # a completion reward gets the final answer
+
+
+def test_versions_are_stable_across_processes_for_closures_and_objects(tmp_path):
+    import subprocess
+    import sys
+
+    p = _write(tmp_path, "closures.py", """
+        def helper(x):
+            return x
+
+        def make():
+            def inner(completion):
+                return float(helper(completion) == "1")
+            return inner
+
+        class Scorer:
+            def __init__(self):
+                self.fn = helper
+                self.weight = 0.5
+            def __call__(self, completion):
+                return self.weight
+
+        closure = make()
+        scorer = Scorer()
+    """)
+    code = (f"from rewards import load_reward; print(load_reward('{p}:closure').version.content_hash, "
+            f"load_reward('{p}:scorer').version.content_hash)")
+    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+            for _ in range(2)}
+    assert len(runs) == 1 and len(runs.pop().split()) == 2

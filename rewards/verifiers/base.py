@@ -14,6 +14,10 @@ from pydantic import BaseModel, ConfigDict
 from schemas.rewards import RewardResult
 
 
+class MissingFieldError(LookupError):
+    """A verifier needs a row field the row lacks (an error result naming the field, never a 0)."""
+
+
 class Verifier(BaseModel):
     """A configured binary verifier. Subclasses implement `verify(completion, fields) -> RewardResult`."""
 
@@ -32,9 +36,9 @@ class Verifier(BaseModel):
         raise NotImplementedError
 
     def field(self, fields: dict[str, Any], key: str) -> Any:
-        """A required row field, or a KeyError that names it (becomes an error result, never a 0)."""
+        """A required row field, or a MissingFieldError that names it (becomes an error result, never a 0)."""
         if key not in fields or fields[key] is None:
-            raise KeyError(f"{self.name} needs the row field {key!r}, which this row lacks or has null "
+            raise MissingFieldError(f"{self.name} needs the row field {key!r}, which this row lacks or has null "
                            f"(row fields: {sorted(fields)[:12]})")
         return fields[key]
 
