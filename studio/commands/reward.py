@@ -113,7 +113,7 @@ def _write(out: Path, records: list[dict[str, Any]]) -> None:
 
 def run_reward_test(reward_spec: str, dataset: Path, completions: Path, *, sandbox: str = "auto",
                     timeout_s: float = 10.0, memory_mb: int = 2048, label: str = "", record_version: bool = True,
-                    progress: Any = None) -> tuple[Any, list[dict[str, Any]], dict[str, Any]]:
+                    progress: Any = None, on_total: Any = None) -> tuple[Any, list[dict[str, Any]], dict[str, Any]]:
     """Score a completions file against a dataset with a reward: (reward, records, summary). UsageError on misuse."""
     from generators.task_io import DatasetError, read_records
     from rewards import RewardSpecError, Sandbox, SandboxLimits, VersionLog, load_reward, score_batch
@@ -139,6 +139,8 @@ def run_reward_test(reward_spec: str, dataset: Path, completions: Path, *, sandb
     if unknown:
         raise UsageError(f"{completions}: {len(unknown)} completion id(s) not in {dataset}, first {unknown[0]!r}")
     items = [c["item"] for c in comps]
+    if on_total is not None:
+        on_total(len(items))
     task_rows = [by_id[c["id"]] for c in comps]
     states = [c.get("final_state") for c in comps] if reward.kind == "trajectory" else None
     box: Any
@@ -223,7 +225,7 @@ def test_cmd(
             task = bar.add_task("score", total=None)
             rw, records, summary = run_reward_test(
                 reward, dataset, completions, sandbox=sandbox, timeout_s=timeout, memory_mb=memory_mb, label=label,
-                progress=lambda k: bar.advance(task, k))
+                progress=lambda k: bar.advance(task, k), on_total=lambda n: bar.update(task, total=n))
     except UsageError as exc:
         _fail(str(exc))
         return
