@@ -292,3 +292,19 @@ def test_builtins_are_registered_by_name():
     assert r.trusted and r.version.label == "builtin"
     assert r(A("1,000"), answer="1000").passed is True
     assert load_reward("tool_call_match")(calls(SEND, CAL), ground_truth_calls=GT, tools=TOOLS).passed is True
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=st.one_of(st.text(max_size=200), st.builds(lambda s: f"<answer>{s}</answer>", st.text(max_size=40)),
+                      st.builds(lambda s: f"<tool_call>{s}</tool_call>", st.text(max_size=60))))
+def test_verifiers_never_crash_on_arbitrary_text(text):
+    """Whatever a policy writes, a built-in verifier returns a verdict (0 or 1), never an exception."""
+    for v, row in ((ExactMatch(), {"answer": "42"}), (NumericMatch(), {"answer": "42"}),
+                   (RegexMatch(pattern=r"\d+"), {}), (JsonSchemaMatch(SCHEMA), {}),
+                   (ToolCallMatch(), {"ground_truth_calls": GT, "tools": TOOLS})):
+        res = v(text, **row)
+        assert res.score in (0.0, 1.0) and res.passed is (res.score == 1.0)
