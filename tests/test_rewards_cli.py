@@ -115,3 +115,16 @@ def test_list_shows_builtins():
     assert res.exit_code == 0
     for name in ("exact_match", "numeric_match", "tool_call_match", "code_tests", "workplace_state"):
         assert name in res.output
+
+
+def test_tool_call_example_end_to_end(tmp_path):
+    out = tmp_path / "tc.json"
+    res = _invoke("test", f"{EX}/tool_calls.py:calls_shaped", "--dataset", f"{EX}/tool_tasks.jsonl",
+                  "--completions", f"{EX}/tool_completions.jsonl", "--json", str(out))
+    assert res.exit_code == 0, res.output
+    recs = json.loads(out.read_text())
+    assert [r["passed"] for r in recs] == [True, True, True, False, False, False, True, False, False, False]
+    fails = [r["score"] for r in recs if not r["passed"]]
+    assert max(fails) < min(r["score"] for r in recs if r["passed"])
+    assert recs[3]["score"] > recs[9]["score"]  # one of two calls right beats no call at all
+    assert "get_weather(city=\"Oslo\")" in recs[3]["reason"]

@@ -202,7 +202,7 @@ def test_tool_calls_true_positives(completion):
 
 
 @pytest.mark.parametrize("completion, fragment", [
-    (calls(SEND), "calendar_create was not made"),
+    (calls(SEND), "calendar_create(title=\"Review\", hours=1.5) was not made"),
     (calls(SEND, CAL, CAL), "unexpected extra call"),
     (calls(("email_send", {**SEND[1], "to": "bob@corp.com"}), CAL), "argument 'to'"),
     (calls(("email_send", {"to": "ada@corp.com", "priority": 2}), CAL), "required argument 'subject'"),

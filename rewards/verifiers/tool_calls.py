@@ -241,7 +241,9 @@ class ToolCallMatch(Verifier):
                 continue
             same = [i for i, p in enumerate(pred) if p.name == g.name and i not in used_p]
             if not same:
-                return f"expected call {g.name} was not made" + (" in this position" if self.order == "strict" else "")
+                args = ", ".join(f"{k}={json.dumps(v)[:30]}" for k, v in list(g.arguments.items())[:3])
+                return f"expected call {g.name}({args}) was not made" + (
+                    " in this position" if self.order == "strict" else "")
             problems = self._arg_problems(pred[same[0]], g, tools.get(g.name))
             if self.order == "strict" and not problems:
                 return f"call {g.name} is out of order"
