@@ -280,11 +280,12 @@ class Registry:
     # ------------------------------------------------------------------------------------------ checkpoints
 
     def register_checkpoint(self, folder: str | Path, *, name: str | None = None, run_id: str | None = None,
-                            verify: bool = True) -> CheckpointRecord:
+                            parent: str | None = None, verify: bool = True) -> CheckpointRecord:
         """Register the checkpoint in `folder` from its manifest, after checking the weights match its hash.
 
         Registering the same name with the same hash again returns the existing row; a different hash under a
-        taken name is refused (names are identities: lineage and promotions refer to them).
+        taken name is refused (names are identities: lineage and promotions refer to them). `parent` records the
+        lineage when the manifest names none (a run started from a registered base model).
         """
         folder = Path(folder).resolve()
         manifest = read_manifest(folder)
@@ -303,7 +304,7 @@ class Registry:
                                         "register this one under another name")
             else:
                 c.execute("INSERT INTO checkpoints VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                          (name, str(folder), manifest.base_model, manifest.weights_hash, manifest.parent, run_id,
+                          (name, str(folder), manifest.base_model, manifest.weights_hash, manifest.parent or parent, run_id,
                            manifest.dataset_hash, manifest.reward_version, manifest.step, _j(manifest.metrics),
                            manifest.model_dump_json(), manifest.created_at or time.time()))
         return self.checkpoint(name)

@@ -57,7 +57,7 @@ def run(ctx) -> dict:
     from generators.task_io import read_tasks
     from studio.demo import StageFailed
     from training.evaluation import (
-        CompletionRunner, compare_reports, evaluate, load_eval_model, save_report, select_split,
+        CompletionRunner, compare_reports, evaluate, load_eval_model, load_report, save_report, select_split,
     )
     from training.registry import Registry, RegistryError, file_digest, read_manifest
     from training.scoring import load_reward
@@ -66,21 +66,31 @@ def run(ctx) -> dict:
     dataset = Path(ctx.state.get("dataset") or DEFAULT_DATASET)
     reward_ref = ctx.state.get("reward") or DEFAULT_REWARD
     reward = load_reward(reward_ref) if isinstance(reward_ref, str) else reward_ref
-    n_tasks, n, tokens = (6, 2, 32) if ctx.quick else (30, 4, 64)
+    n_tasks, n, tokens = (4, 2, 24) if ctx.quick else (30, 4, 64)
     tasks = select_split(read_tasks(dataset), ["test"])[:n_tasks]
     trained = _trained_checkpoint(ctx)
     if trained is not None and not (trained / "manifest.json").is_file():
         raise StageFailed(f"the training stage's checkpoint {trained} has no manifest.json (incomplete)")
 
+    manifest = read_manifest(trained) if trained is not None else None
+    from training.model import EMBEDDED_NAME
+
+    # the base is worth comparing against only when the run started from it (not a random-init CI model)
+    with_base = manifest is None or manifest.base_model in ("default", "embedded", EMBEDDED_NAME)
     reg_path = ctx.state.get("registry_path") or os.environ.get("RLVR_REGISTRY") or None
     reg = Registry(reg_path)
-    base_dir = _link_base(ctx.out / "checkpoints" / "base")
-    try:
-        base_rec = reg.register_checkpoint(base_dir, name=f"base-{read_manifest(base_dir).weights_hash[:8]}")
-    except RegistryError as exc:
-        raise StageFailed(f"could not register the base model: {exc}") from exc
+    candidates = []
+    base_rec = None
+    if with_base:
+        base_dir = _link_base(ctx.out / "checkpoints" / "base")
+        try:
+            base_rec = reg.register_checkpoint(base_dir, name=f"base-{read_manifest(base_dir).weights_hash[:8]}")
+        except RegistryError as exc:
+            raise StageFailed(f"could not register the base model: {exc}") from exc
+        candidates.append(("base", str(base_dir)))
+    if trained is not None:
+        candidates.append(("trained", str(trained)))
 
-    candidates = [("base", str(base_dir))] + ([("trained", str(trained))] if trained else [])
     reports = {}
     for label, where in candidates:
         model, tok, _ = load_eval_model(where)
@@ -92,8 +102,6 @@ def run(ctx) -> dict:
                            progress=lambda i, total: bar.update(job, completed=i), reward=getattr(reward, "version", None),
                            temperature=0.8, max_new_tokens=tokens, dataset_hash=file_digest(dataset))
         path = save_report(rep, out / f"{label}.json")
-        from training.evaluation import load_report
-
         rep = load_report(path)
         reports[label] = (path, rep)
         o = rep.overall
@@ -102,23 +110,25 @@ def run(ctx) -> dict:
                           f"{dict(list(o.failure_reasons.items())[:3])}", highlight=False)
 
     result: dict = {"tasks": f"{len(tasks)} test tasks x {n} samples", "reports": str(out)}
-    promoted = base_rec.name
+    promoted = base_rec.name if base_rec is not None else None
     if trained is not None:
-        cmp = compare_reports(reports["base"][1], reports["trained"][1], n_resamples=5000, a_name="base",
-                              b_name="trained")
-        (out / "compare.json").write_text(cmp.model_dump_json(indent=1))
-        ctx.console.print(f"trained - base pass@1 {cmp.delta:+.3f} [95% CI {cmp.ci_low:+.3f} .. {cmp.ci_high:+.3f}], "
-                          f"{sum(f.kind == 'fixed' for f in cmp.flips)} fixed, "
-                          f"{sum(f.kind == 'broken' for f in cmp.flips)} broken", highlight=False)
-        result["trained - base"] = f"{cmp.delta:+.3f} (95% CI {cmp.ci_low:+.3f}..{cmp.ci_high:+.3f})"
-        m = read_manifest(trained)
+        if "base" in reports:
+            cmp = compare_reports(reports["base"][1], reports["trained"][1], n_resamples=5000, a_name="base",
+                                  b_name="trained")
+            (out / "compare.json").write_text(cmp.model_dump_json(indent=1))
+            ctx.console.print(f"trained - base pass@1 {cmp.delta:+.3f} [95% CI {cmp.ci_low:+.3f} .. "
+                              f"{cmp.ci_high:+.3f}], {sum(f.kind == 'fixed' for f in cmp.flips)} fixed, "
+                              f"{sum(f.kind == 'broken' for f in cmp.flips)} broken", highlight=False)
+            result["trained - base"] = f"{cmp.delta:+.3f} (95% CI {cmp.ci_low:+.3f}..{cmp.ci_high:+.3f})"
         try:
-            rec = reg.register_checkpoint(trained, name=f"demo-{m.name}-{m.weights_hash[:8]}")
+            rec = reg.register_checkpoint(trained, name=f"demo-{manifest.name}-{manifest.weights_hash[:8]}",
+                                          parent=base_rec.name if base_rec is not None else None)
         except RegistryError as exc:
             raise StageFailed(f"could not register the trained checkpoint: {exc}") from exc
         promoted = rec.name
         reg.record_evaluation(reports["trained"][0], checkpoint=rec.name)
-    reg.record_evaluation(reports["base"][0], checkpoint=base_rec.name)
+    if base_rec is not None:
+        reg.record_evaluation(reports["base"][0], checkpoint=base_rec.name)
     current = reg.aliases().get("production")
     if current != promoted:
         reg.promote(promoted, note="rlvr demo")
