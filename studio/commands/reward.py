@@ -5,8 +5,8 @@
 errors). REWARD is `path/to/file.py:function`, `module:function` or a registered name; DATA a Parquet (file or
 folder) or JSONL dataset with an `id` column; COMPLETIONS a JSONL of `{"id", "completion"}` (several lines may share
 an id). For a trajectory-aware reward a line holds `{"id", "trajectory": {...}, "final_state": ...}` instead. OUT
-(`.json`: an array; `.jsonl`: one line each) holds one record per completion: `id`, `score`, `passed`,
-`components`, `error`, `reason`, `reward_version`. Exit 0 whatever the rewards say (errors are counted and shown);
+(`.json`: an array; `.jsonl`: one line each) holds one record per completion (`schemas.reward_records.ScoredRecord`):
+`id`, `score`, `passed`, `components`, `error`, `reason`, `reward_version`. Exit 0 whatever the rewards say (errors are counted and shown);
 exit 2 only when the command is misused (bad spec, unreadable file, unknown id).
 """
 
@@ -156,8 +156,11 @@ def run_reward_test(reward_spec: str, dataset: Path, completions: Path, *, sandb
     finally:
         if box is not False:
             box.close()
-    records = [{"id": c["id"], "score": r.score, "passed": r.passed, "components": r.components, "error": r.error,
-                "reason": r.reason, "reward_version": r.reward_version} for c, r in zip(comps, results)]
+    from schemas.reward_records import ScoredRecord
+
+    records = [ScoredRecord(id=c["id"], score=r.score, passed=r.passed, components=r.components, error=r.error,
+                            reason=r.reason, reward_version=r.reward_version).model_dump()
+               for c, r in zip(comps, results)]
     summary = summarize(records)
     summary["reward_version"] = reward.version_id
     summary["sandbox"] = info
