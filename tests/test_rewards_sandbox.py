@@ -199,3 +199,16 @@ def test_workers_exit_when_the_parent_dies(tmp_path, user_file):
     else:
         os.kill(worker_pid, 9)
         raise AssertionError("the worker outlived its parent by 4 s")
+
+
+def test_a_worker_killed_while_idle_is_replaced(user_file):
+    import os
+    import signal
+
+    with Sandbox(SandboxLimits(timeout_s=2), workers=2) as sb:
+        assert score_batch(_r(user_file, "exact"), ["1"] * 4, [{"answer": "1"}] * 4, sandbox=sb)[0].passed
+        for w in sb._workers:
+            os.kill(w.proc.pid, signal.SIGKILL)
+            w.proc.wait()
+        res = score_batch(_r(user_file, "exact"), ["1", "2"] * 8, [{"answer": "1"}] * 16, sandbox=sb)
+        assert [r.passed for r in res] == [True, False] * 8 and sb.stats.restarts >= 2

@@ -267,8 +267,16 @@ class Sandbox:
                 raise SandboxError(f"the reward's inputs cannot be sent to sandbox workers ({type(exc).__name__}: "
                                    f"{exc}); pass picklable row fields, or score this reward with sandbox=False") \
                     from exc
+            try:
+                write_all(w.fd_in, frame)
+            except OSError:  # the worker died while idle (killed from outside): replace it, hand the chunk out again
+                w.kill()
+                self._workers.remove(w)
+                self.stats.restarts += 1
+                self._ensure_workers()
+                queue.appendleft(idxs)
+                return
             w.loaded.add(key)
-            write_all(w.fd_in, frame)
             busy[w.fd_out] = w
 
         def replace(w: _Worker, reason: str, timed_out: bool) -> None:
@@ -303,7 +311,7 @@ class Sandbox:
                     w.pending.clear()
                     replace(w, why, timed_out=False)
                 break
-            for w in self._workers:
+            for w in list(self._workers):
                 if not queue:
                     break
                 if w.fd_out not in busy:
