@@ -53,6 +53,14 @@ _EXPORTS = {
     "SandboxLimits": "rewards.sandbox",
     "SandboxError": "rewards.sandbox",
     "default_sandbox": "rewards.sandbox",
+    "ShapedReward": "rewards.shaping",
+    "ShapingError": "rewards.shaping",
+    "Signal": "rewards.shaping",
+    "component_signal": "rewards.shaping",
+    "overlong_signal": "rewards.shaping",
+    "check_dominance": "rewards.shaping",
+    "trl_reward_func": "rewards.adapters",
+    "nemo_gym_verify_response": "rewards.adapters",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -9,6 +9,10 @@ so `network_isolation` in the worker's hello reports which of the two is in forc
 
 Memory: RLIMIT_AS caps the worker's address space; an allocation beyond it raises MemoryError inside the reward
 (an error result) instead of taking the machine down.
+
+Not isolated (documented limits): the filesystem (reward code runs as the calling user and can read and write what
+that user can), process creation (a fork bomb is not stopped), and CPU use beyond the per-call wall-clock limit.
+Treat the sandbox as protection against buggy and careless code, not against a determined attacker.
 """
 
 from __future__ import annotations
