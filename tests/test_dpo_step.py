@@ -42,7 +42,7 @@ def test_dpo_steps_move_the_margin_and_register_a_checkpoint(tmp_path):
              for i in range(4)]
     (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
     cfg = DPOConfig(pairs={"path": "pairs.jsonl"}, model={"init": "random", "tokenizer": "default"},
-                    max_steps=4, lr=1e-3, batch_size=2, max_length=64, output_dir="out")
+                    max_steps=4, lr=1e-3, batch_size=2, max_length=64, output_dir=str(tmp_path / "out"))
     reg = Registry(tmp_path / "r.sqlite")
     res = run_dpo(cfg, base=tmp_path, registry=reg)
     steps = [e for e in res["logs"] if "rewards/margins" in e]

@@ -124,9 +124,7 @@ def run_dpo(cfg: DPOConfig, *, base: Path | None = None, progress: Callable[[int
     model, tok = load_policy(cfg.model, seed=cfg.seed, threads=cfg.threads)
     model = apply_lora(model, cfg.lora)
     tok.padding_side = "left"
-    out = Path(cfg.output_dir)
-    if not out.is_absolute() and base is not None:
-        out = base / out
+    out = Path(cfg.output_dir)  # relative to the working directory, like the trainer's output_dir
     work = out / "trainer"
     args = TRLDPOConfig(
         output_dir=str(work), beta=cfg.beta, loss_type=[cfg.loss_type], learning_rate=cfg.lr, max_steps=cfg.max_steps,
