@@ -235,8 +235,9 @@ class Sandbox:
         payload = self._payload(reward)
         version = reward.version_id
         results: list[RewardResult | None] = [None] * n
-        # several chunks per worker for balance on big batches; one per worker for small ones (a GRPO group)
-        size = max(1, min(1024, max(math.ceil(n / (self.n_workers * 4)), min(32, math.ceil(n / self.n_workers)))))
+        # several chunks per worker for balance on big batches; a small batch (a GRPO group) goes to one worker in
+        # one message: measured 0.4 ms for 8 calls on one worker vs 1.0 ms split over two (wake-ups dominate)
+        size = max(1, min(1024, max(math.ceil(n / (self.n_workers * 4)), min(n, 32))))
         queue: deque[list[int]] = deque(list(range(i, min(n, i + size))) for i in range(0, n, size))
         busy: dict[int, _Worker] = {}
         done = 0
