@@ -16,8 +16,9 @@ def write_checkpoint(root: Path, name: str) -> Path:
     return folder
 
 
-def writer(db: str, root: str, tag: str, n: int, queue, barrier) -> None:
-    """Register n checkpoints, promote each, log a run per checkpoint; report ok or the exception."""
+def writer(db: str, root: str, tag: str, n: int, queue, barrier, rollback: bool = False) -> None:
+    """Register n checkpoints, promote each (and with `rollback` roll back right after), log a run per checkpoint;
+    report ok or the exception."""
     try:
         from training.registry import Registry
 
@@ -26,6 +27,8 @@ def writer(db: str, root: str, tag: str, n: int, queue, barrier) -> None:
         for i in range(n):
             reg.register_checkpoint(write_checkpoint(Path(root), f"{tag}-{i}"))
             reg.promote(f"{tag}-{i}")
+            if rollback:
+                reg.rollback()
             run = reg.start_run(f"{tag}-run", kind="grpo")
             reg.finish_run(run.id, metrics={"i": float(i)})
         reg.close()

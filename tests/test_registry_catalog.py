@@ -143,3 +143,28 @@ def test_hash_recipe_equals_the_trainers(tmp_path):
     (folder / "adapter_model.safetensors").write_bytes(b"x" * 100)
     files = ["model.safetensors", "adapter_model.safetensors"]
     assert weights_digest(folder, files) == trainer_digest(folder, files)
+
+
+def test_promotes_and_rollbacks_from_two_processes_stay_serialised(tmp_path):
+    db = str(tmp_path / "shared.sqlite")
+    reg = Registry(db)
+    reg.register_checkpoint(make_checkpoint(tmp_path, "seed", 0))
+    reg.promote("seed")
+    ctx = mp.get_context("spawn")
+    queue, barrier = ctx.Queue(), ctx.Barrier(2)
+    n = 15
+    procs = [ctx.Process(target=writer, args=(db, str(tmp_path), "pro", n, queue, barrier)),
+             ctx.Process(target=writer, args=(db, str(tmp_path), "rb", n, queue, barrier, True))]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert dict(queue.get(timeout=5) for _ in procs) == {"pro": "ok", "rb": "ok"}
+    assert reg.integrity_check() == "ok"
+    hist = reg.history()
+    assert sum(h.action == "rollback" for h in hist) == n and len(hist) == 1 + 3 * n
+    current = None
+    for h in hist:  # every entry saw exactly the alias value the entry before it left: nothing interleaved inside
+        assert h.previous == current, h
+        current = h.checkpoint
+    assert reg.resolve("production") == current

@@ -388,34 +388,41 @@ class Registry:
         """Make the previous promoted checkpoint of `alias` current again, after verifying its weights' hash.
 
         The entries of the current checkpoint at the top of the history are deactivated (so a second rollback goes
-        one further back); a rollback is logged as its own history entry.
+        one further back); a rollback is logged as its own history entry. The weights are hashed outside the write
+        lock (seconds for a large model) and the history re-read under it: if another process changed the alias
+        meanwhile, the rollback is planned again.
         """
-        with self.transaction() as c:
-            stack = c.execute("SELECT id, checkpoint FROM promotions WHERE alias=? AND action='promote' AND active=1 "
-                              "ORDER BY id DESC", (alias,)).fetchall()
-            if not stack:
-                raise RegistryError(f"alias {alias!r} has never been promoted; nothing to roll back")
-            current = stack[0][1]
-            drop = []
-            target = None
-            for pid, ck in stack:
-                if ck == current and target is None:
-                    drop.append(pid)
-                else:
-                    target = ck
-                    break
-            if target is None:
-                raise RegistryError(f"alias {alias!r} has no earlier promoted checkpoint than {current!r} to roll back to")
+        for _ in range(5):
+            current, drop, target = self._rollback_plan(self._conn, alias)
             ok, msg = self.verify(target)
             if not ok:
                 raise RegistryError(f"refusing to roll {alias} back to {target!r}: {msg}; {alias} stays on {current!r}")
-            now = time.time()
-            c.executemany("UPDATE promotions SET active=0 WHERE id=?", [(p,) for p in drop])
-            c.execute("INSERT INTO promotions(alias, checkpoint, action, previous, active, note, created_at) "
-                      "VALUES (?,?,?,?,?,?,?)", (alias, target, "rollback", current, 0, note, now))
-            pid = c.lastrowid
-            c.execute("UPDATE aliases SET checkpoint=?, updated_at=? WHERE alias=?", (target, now, alias))
-        return self._promotion(pid)
+            with self.transaction() as c:
+                if self._rollback_plan(c, alias) != (current, drop, target):
+                    continue  # the history moved while we hashed: plan again
+                now = time.time()
+                c.executemany("UPDATE promotions SET active=0 WHERE id=?", [(p,) for p in drop])
+                c.execute("INSERT INTO promotions(alias, checkpoint, action, previous, active, note, created_at) "
+                          "VALUES (?,?,?,?,?,?,?)", (alias, target, "rollback", current, 0, note, now))
+                pid = c.lastrowid
+                c.execute("UPDATE aliases SET checkpoint=?, updated_at=? WHERE alias=?", (target, now, alias))
+            return self._promotion(pid)
+        raise RegistryError(f"alias {alias!r} kept changing during the rollback; try again")
+
+    @staticmethod
+    def _rollback_plan(c: Any, alias: str) -> tuple[str, list[int], str]:
+        """(current checkpoint, its history entries at the top, the previous promoted checkpoint)."""
+        stack = c.execute("SELECT id, checkpoint FROM promotions WHERE alias=? AND action='promote' AND active=1 "
+                          "ORDER BY id DESC", (alias,)).fetchall()
+        if not stack:
+            raise RegistryError(f"alias {alias!r} has never been promoted; nothing to roll back")
+        current = stack[0][1]
+        drop: list[int] = []
+        for pid, ck in stack:
+            if ck != current:
+                return current, drop, ck
+            drop.append(pid)
+        raise RegistryError(f"alias {alias!r} has no earlier promoted checkpoint than {current!r} to roll back to")
 
     def history(self, alias: str = DEFAULT_ALIAS) -> list[PromotionRecord]:
         return [self._promotion(r[0]) for r in
