@@ -17,7 +17,7 @@ from studio.workspace import Workspace, WorkspacePathError
 
 def error_panel(where: str, exc: BaseException) -> None:
     """A visible, self-explaining panel for an exception raised while rendering `where`."""
-    st.error(f"**{where} crashed:** {type(exc).__name__}: {exc}", icon="🚨")
+    st.error(f"**{where} crashed:** {type(exc).__name__}: {exc}", icon=":material/error:")
     with st.expander("traceback", expanded=False):
         st.code("".join(traceback.format_exception(exc)), language="text")
     st.caption("The rest of the studio still works: pick another page in the sidebar, or fix the input and rerun.")
@@ -33,7 +33,7 @@ def run_page(title: str, render: Callable[[Workspace], None]) -> None:
     try:
         render(ws)
     except WorkspacePathError as exc:
-        st.error(f"Path refused: {exc}", icon="⛔")
+        st.error(f"Path refused: {exc}", icon=":material/block:")
     except Exception as exc:  # noqa: BLE001 - the whole point: show it, keep the app alive
         error_panel(f"The {title} page", exc)
 
@@ -54,5 +54,5 @@ def path_input(ws: Workspace, label: str, value: str, *, base: str | None = None
     try:
         return ws.resolve(text, base=base, must_exist=must_exist)
     except _E as exc:
-        st.error(f"Path refused: {exc}", icon="⛔")
+        st.error(f"Path refused: {exc}", icon=":material/block:")
         return None

@@ -58,7 +58,7 @@ def render(ws: Workspace) -> None:
     spec = _editor(ws)
     if spec is None:
         return
-    tab_preview, tab_generate = st.tabs(["Preview", "Generate"])
+    tab_preview, tab_generate = st.tabs(["Preview", "Generate"], key="dataset_tabs")
     with tab_preview:
         _preview(spec)
     with tab_generate:

@@ -23,7 +23,7 @@ TITLE = "Evaluation & checkpoints"
 
 def render(ws: Workspace) -> None:
     st.title("Evaluation & checkpoints")
-    tab_eval, tab_ckpt = st.tabs(["Evaluations", "Checkpoints"])
+    tab_eval, tab_ckpt = st.tabs(["Evaluations", "Checkpoints"], key="eval_tabs")
     with tab_eval:
         _evaluations(ws)
     with tab_ckpt:

@@ -62,7 +62,11 @@ def _run_form(ws: Workspace) -> None:
     max_rows = c4.number_input("dataset rows probed", min_value=1, max_value=100_000, value=200, key="audit_rows")
     if not spec:
         return
-    if not c5.button("Run audit", type="primary", key="run_audit"):
+    clicked = c5.button("Run audit", type="primary", key="run_audit")
+    if "_audit_message" in st.session_state:
+        verdict, message = st.session_state["_audit_message"]
+        (st.success if verdict == "pass" else st.error)(message)
+    if not clicked:
         return
     from rewards.audit import write_json
     from studio.commands.audit import run_audit_job
@@ -84,9 +88,10 @@ def _run_form(ws: Workspace) -> None:
     audit_meta_path(out).write_text(json.dumps(meta, indent=2))
     _record_in_registry(report, spec, out)
     st.session_state["_audit_last"] = ws.rel(out)
-    (st.success if report.verdict == "pass" else st.error)(
-        f"audit {report.verdict}: {len(report.findings)} finding(s), {len(report.blocking)} at severity high or above "
-        f"({report.seconds:.1f} s) → `{ws.rel(out)}`")
+    st.session_state["_audit_message"] = (
+        report.verdict, f"audit {report.verdict}: {len(report.findings)} finding(s), {len(report.blocking)} at "
+        f"severity high or above ({report.seconds:.1f} s) → `{ws.rel(out)}`")
+    st.rerun()  # render the new report in the page's steady layout (tabs keep their place on later reruns)
 
 
 def _write_scores(ctx: Any, path: Path) -> None:
@@ -127,7 +132,7 @@ def _show_report(ws: Workspace, path: Path) -> None:
     if meta.get("reward") and meta.get("reward_hash") != _current_hash(meta["reward"]):
         st.warning("the reward file changed since this audit: it no longer certifies the current code")
     _baselines(report)
-    tab_f, tab_p, tab_l = st.tabs(["Findings", "Plots", "Inspect & label"])
+    tab_f, tab_p, tab_l = st.tabs(["Findings", "Plots", "Inspect & label"], key="audit_tabs")
     with tab_f:
         _findings(report)
     with tab_p:
@@ -191,14 +196,14 @@ def _plots(path: Path) -> None:
     with c1:
         st.markdown("**dominance: scores of passing vs failing inputs**")
         binned = frame.with_columns((pl.col("score") * 20).round(0).truediv(20).alias("score_bin")) \
-            .group_by(["score_bin", "verdict"]).len().sort("score_bin")
-        st.bar_chart(binned.to_pandas(), x="score_bin", y="len", color="verdict", stack=False, height=260)
+            .group_by(["score_bin", "verdict"]).len("inputs").sort("score_bin").rename({"score_bin": "score"})
+        st.bar_chart(binned.to_pandas(), x="score", y="inputs", color="verdict", stack=False, height=260)
     with c2:
         st.markdown("**score vs length**")
         st.scatter_chart(frame.to_pandas(), x="length", y="score", color="verdict", height=260)
     st.markdown("**score distribution (all audited inputs)**")
-    hist = frame.with_columns(pl.col("score").round(2)).group_by("score").len().sort("score")
-    st.bar_chart(hist.to_pandas(), x="score", y="len", height=200)
+    hist = frame.with_columns(pl.col("score").round(2)).group_by("score").len("inputs").sort("score")
+    st.bar_chart(hist.to_pandas(), x="score", y="inputs", height=200)
 
 
 def agreement(frame: pl.DataFrame) -> dict[str, Any]:

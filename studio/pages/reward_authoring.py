@@ -52,7 +52,7 @@ def render(ws: Workspace) -> None:
     spec = _editor(ws)
     if spec is None:
         return
-    tab_run, tab_shape, tab_versions = st.tabs(["Run on samples", "Shape", "Versions"])
+    tab_run, tab_shape, tab_versions = st.tabs(["Run on samples", "Shape", "Versions"], key="reward_tabs")
     with tab_run:
         _run_on_samples(ws, spec)
     with tab_shape:
@@ -186,8 +186,8 @@ def _run_on_samples(ws: Workspace, spec: str) -> None:
                  "non-finite score (see the error column); these are errors, not zeros")
     st.dataframe(frame.to_pandas(), hide_index=True, width="stretch")
     if scored:
-        hist = pl.DataFrame({"score": [round(r.score, 2) for r in scored]}).group_by("score").len().sort("score")
-        st.bar_chart(hist.to_pandas(), x="score", y="len", height=200)
+        hist = pl.DataFrame({"score": [round(r.score, 2) for r in scored]}).group_by("score").len("samples")
+        st.bar_chart(hist.sort("score").to_pandas(), x="score", y="samples", height=200)
 
 
 def _shaping(ws: Workspace, spec: str) -> None:

@@ -57,13 +57,17 @@ def _validate_dataset(path: str, mtime: float) -> tuple[bool, str, dict[str, int
 
 
 def _templates(ws: Workspace) -> dict[str, dict[str, Any]]:
+    """Training config templates of the workspace (files whose top-level keys are TrainConfig's; a DPO config or
+    anything else in configs/ is not offered here)."""
+    from schemas.train_config import TrainConfig
+
     out: dict[str, dict[str, Any]] = {}
     for p in ws.files("configs", "*.yaml", "*.yml"):
         try:
             data = yaml.safe_load(p.read_text())
         except yaml.YAMLError:
             continue
-        if isinstance(data, dict):
+        if isinstance(data, dict) and "reward" in data and set(data) <= set(TrainConfig.model_fields):
             out[ws.rel(p)] = data | {"__file__": str(p)}
     out["(built-in small GRPO run)"] = dict(BUILTIN_TEMPLATE)
     return out
@@ -157,7 +161,7 @@ def _new_run(ws: Workspace, runs: RunManager) -> None:
                     help="train = GRPO family (with SFT warm start when the config has an sft section)")
     steps = c5.number_input("steps", min_value=1, max_value=100_000, value=int(template.get("steps", 10)),
                             key="train_steps")
-    name = st.text_input("run name", value=str(template.get("name", "run")), key="train_name")
+    name = st.text_input("run name", value=str(template.get("name", "run")), key=f"train_name::{tname}")
     ready = bool(dataset and valid and reward and (audited or allow_unaudited))
     if st.button("Start run", type="primary", disabled=not ready, key="start_run"):
         if kind == "sft" and not template.get("sft"):
