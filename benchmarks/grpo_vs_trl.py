@@ -179,7 +179,13 @@ def main() -> None:
                   f"peak RSS {res[engine]['peak_rss_mb']:.0f} MB ({time.time() - t0:.0f} s)", flush=True)
         return res
 
-    pairs = {p: run_pair(p) for p in a.ours_precisions.split(",")}
+    pairs: dict = {}
+    for prec in a.ours_precisions.split(","):
+        pairs[prec] = run_pair(prec)
+        _write_result(a, pairs)  # after every pair, so a run cut short keeps what it measured
+
+
+def _write_result(a: argparse.Namespace, pairs: dict) -> None:
     head = pairs[a.ours_precisions.split(",")[0]]
     ours, trl = head["ours"], head["trl"]
     out = {
@@ -201,6 +207,7 @@ def main() -> None:
                       "peak_rss_ratio": v["ours"]["peak_rss_mb"] / v["trl"]["peak_rss_mb"],
                       "ours": v["ours"], "trl": v["trl"]} for p, v in pairs.items()},
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "pairs_completed": list(pairs),
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = a.out.with_suffix(".tmp")

@@ -214,6 +214,7 @@ class GRPOTrainer:
         self.ddp_model = model
         if self.dist.world > 1:
             self.ddp_model = self.dist.accelerator.prepare_model(model)
+            self.share_prompts = False  # DDP expects one forward per backward; the shared path runs two
         self.step = int(state.get("step", 0))
         self.cursor = int(state.get("cursor", 0))
         self.totals = dict(state.get("totals", {"groups_sampled": 0, "groups_kept": 0, "reward_errors": 0}))

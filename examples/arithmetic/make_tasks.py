@@ -26,7 +26,18 @@ def make(n_train: int = 400, n_test: int = 100, seed: int = 0) -> list[TaskRow]:
     return rows
 
 
+def demonstrations(tasks: list[TaskRow]) -> list[dict]:
+    """SFT rows for the train split: the prompt and the answer in the expected format."""
+    return [{"task_id": t.id, "messages": [*(m.model_dump(exclude_none=True) for m in t.prompt),
+                                           {"role": "assistant", "content": f"<answer>{t.answer}</answer>"}]}
+            for t in tasks if t.split == "train"]
+
+
 if __name__ == "__main__":
-    out = Path(__file__).with_name("tasks.jsonl")
-    write_tasks(make(), out)
-    print(f"wrote {out}")
+    import json
+
+    here = Path(__file__).parent
+    tasks = make()
+    write_tasks(tasks, here / "tasks.jsonl")
+    (here / "demonstrations.jsonl").write_text("".join(json.dumps(d) + "\n" for d in demonstrations(tasks)))
+    print(f"wrote {here / 'tasks.jsonl'} and {here / 'demonstrations.jsonl'}")
