@@ -75,3 +75,13 @@ def test_estimate_is_within_2x_of_a_measured_tiny_run(tmp_path):
     measured = statistics.mean(r["step_time_s"] for r in records[1:])  # step 1 also pays one-off warm-up
     ratio = measured / est.step_s
     assert 0.5 <= ratio <= 2.0, f"estimated {est.step_s:.2f} s/step, measured {measured:.2f} s/step"
+
+
+def test_environment_plan_without_its_dataset_uses_the_tool_prompt():
+    cfg = load_train_config("examples/configs/workplace.yaml", check_files=False)
+    rep = plan(cfg, probe=False, gpus=["H100"])
+    w = rep.estimate.workload
+    assert w.prompt_tokens > 1000  # 27 tools in the system prompt
+    assert w.turns == cfg.rollout.max_turns and w.env_steps_per_step == cfg.batch_size * (cfg.rollout.max_turns - 1)
+    assert any("system prompt" in m for m in rep.warnings)
+    assert rep.reductions[0].saves_s >= rep.reductions[-1].saves_s

@@ -181,6 +181,26 @@ def measure_prompt_tokens(cfg: TrainConfig, limit: int = 64) -> int | None:
     return int(round(sum(lengths) / len(lengths)))
 
 
+def environment_prompt_tokens(cfg: TrainConfig) -> int | None:
+    """Without a dataset: the workplace system prompt (context + tool instructions + the 27 tools) as the trainer
+    renders it, plus a typical request; None for other environments."""
+    if cfg.rollout.environment != "workplace":
+        return None
+    try:
+        from schemas.tool_prompt import render_system_prompt
+        from schemas.workplace import tool_specs
+
+        tok = _tokenizer((cfg.model.tokenizer or "default") if cfg.model.init == "random" else cfg.model.name)
+        system = render_system_prompt(tool_specs(), context="Today is Thursday, 2026-05-14 17:00:00.")
+        ids = tok.apply_chat_template([{"role": "system", "content": system}, {"role": "user", "content": "x"}],
+                                      add_generation_prompt=True, tokenize=True)
+        if hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        return len(ids) + 40
+    except Exception:  # noqa: BLE001 - the caller falls back to the default and says so
+        return None
+
+
 # ---------------------------------------------------------------------------------------------------- workload
 
 def make_workload(cfg: TrainConfig, prompt_tokens: int, rounds: int = 1) -> Workload:
@@ -531,7 +551,10 @@ def plan(cfg: TrainConfig, *, config_name: str = "config", gpus: list[str] | Non
     s = model_shape(cfg)
     measured = measure_prompt_tokens(cfg)
     if measured is None:
-        warnings.append(f"could not read prompts from {cfg.data.path}: assumed {DEFAULT_PROMPT_TOKENS} prompt tokens")
+        measured = environment_prompt_tokens(cfg)
+        what = (f"the {cfg.rollout.environment} environment's system prompt + 40 tokens of request"
+                if measured else f"{DEFAULT_PROMPT_TOKENS} prompt tokens")
+        warnings.append(f"could not read prompts from {cfg.data.path}: assumed {what}")
     prompt_tokens = measured or DEFAULT_PROMPT_TOKENS
     pr = run_probe(cfg, s, prompt_tokens, probe_s, model=model) if probe else None
     if gpus is None and not probe:
