@@ -59,24 +59,31 @@ def run(ctx) -> dict:
     from training.evaluation import (
         CompletionRunner, compare_reports, evaluate, load_eval_model, load_report, save_report, select_split,
     )
-    from training.registry import Registry, RegistryError, file_digest, read_manifest
+    from training.registry import Registry, RegistryError, file_digest, make_manifest, read_manifest
     from training.scoring import load_reward
 
     out = ctx.out / "eval"
     dataset = Path(ctx.state.get("dataset") or DEFAULT_DATASET)
     reward_ref = ctx.state.get("reward") or DEFAULT_REWARD
     reward = load_reward(reward_ref) if isinstance(reward_ref, str) else reward_ref
-    n_tasks, n, tokens = (4, 2, 24) if ctx.quick else (30, 4, 64)
+    n_tasks, n, tokens = (4, 2, 24) if ctx.quick else (24, 4, 64)
     tasks = select_split(read_tasks(dataset), ["test"])[:n_tasks]
     trained = _trained_checkpoint(ctx)
     if trained is not None and not (trained / "manifest.json").is_file():
-        raise StageFailed(f"the training stage's checkpoint {trained} has no manifest.json (incomplete)")
+        # a model folder saved without a manifest (e.g. the SFT result when no GRPO checkpoint was written):
+        # describe the weights it holds, so that the registry can verify them later
+        if not (trained / "config.json").is_file():
+            raise StageFailed(f"the training stage's checkpoint {trained} is neither a checkpoint nor a model folder")
+        make_manifest(trained, name=trained.name, base_model="default")
 
     manifest = read_manifest(trained) if trained is not None else None
     from training.model import EMBEDDED_NAME
 
     # the base is worth comparing against only when the run started from it (not a random-init CI model)
-    with_base = manifest is None or manifest.base_model in ("default", "embedded", EMBEDDED_NAME)
+    embedded = ("default", "embedded", EMBEDDED_NAME)
+    run_model = (manifest.config or {}).get("model", {}) if manifest is not None else {}
+    with_base = manifest is None or manifest.base_model in embedded or (
+        run_model.get("init", "pretrained") != "random" and run_model.get("name") in embedded)
     reg_path = ctx.state.get("registry_path") or os.environ.get("RLVR_REGISTRY") or None
     reg = Registry(reg_path)
     candidates = []
