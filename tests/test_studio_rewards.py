@@ -24,8 +24,8 @@ def ws(tmp_path, monkeypatch):
     home = tmp_path / "home"
     home.mkdir()
     real_models = Path(os.environ.get("RLVR_HOME", Path.home() / ".cache" / "rlvr-studio")).expanduser() / "models"
-    if real_models.exists():
-        (home / "models").symlink_to(real_models)
+    real_models.mkdir(parents=True, exist_ok=True)  # the embedded model's cache is shared (built once if missing)
+    (home / "models").symlink_to(real_models)
     monkeypatch.setenv("RLVR_STUDIO_WORKSPACE", str(tmp_path / "ws"))
     monkeypatch.setenv("RLVR_HOME", str(home))
     from studio.workspace import Workspace

@@ -115,6 +115,8 @@ def _launch_eval(ws: Workspace) -> None:
         limit = c3.number_input("max tasks", min_value=1, max_value=100_000, value=20, key="eval_limit")
         name = st.text_input("report name", value="eval", key="eval_name")
         if st.button("Start evaluation", disabled=not reward, key="start_eval"):
+            if "/" in model or model.startswith("."):  # a folder: only inside the workspace
+                model = str(ws.resolve(model, must_exist=True))
             out = ws.resolve(f"{name}.json", base="evals")
             cmd = [sys.executable, "-m", "studio.cli", "eval", "--model", model, "--dataset",
                    str(ws.resolve(data)), "--split", split, "-k", str(int(k)), "--json", str(out),

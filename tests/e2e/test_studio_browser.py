@@ -70,8 +70,8 @@ def test_core_flow_in_the_browser(tmp_path, monkeypatch, browser_page):
     home = tmp_path / "home"
     home.mkdir()
     real_models = Path(os.environ.get("RLVR_HOME", Path.home() / ".cache" / "rlvr-studio")).expanduser() / "models"
-    if real_models.exists():  # the embedded model's cache, shared; everything else (registry, logs) is private
-        (home / "models").symlink_to(real_models)
+    real_models.mkdir(parents=True, exist_ok=True)  # the embedded model's cache is shared (built once if missing);
+    (home / "models").symlink_to(real_models)  # everything else (registry, version log) is private to the test
     monkeypatch.setenv("RLVR_HOME", str(home))
     ws = Workspace.open(tmp_path / "ws")
     shots = tmp_path / "screenshots"
