@@ -248,7 +248,7 @@ def _labels(ws: Workspace, report: Any) -> None:
     m1, m2, m3 = st.columns(3)
     m1.metric("labelled", f"{agree['labelled']} / {frame.height}")
     m2.metric("agreement (accuracy)", "-" if agree["accuracy"] is None else f"{agree['accuracy']:.0%}")
-    m3.metric("Cohen's kappa", "-" if agree["kappa"] is None else f"{agree['kappa']:.2f}")
+    m3.metric("Cohen's kappa", "-" if agree["kappa"] is None else f"{agree['kappa'] + 0.0:.2f}")
     if agree["disagreements"].height:
         st.markdown("**disagreements** (the reward's verdict vs yours)")
         st.dataframe(agree["disagreements"].select(["sample", "completion", "score", "passed", "label"]).to_pandas(),
