@@ -72,8 +72,9 @@ def test_register_refuses_tampered_or_incomplete_and_name_clash(tmp_path):
     assert reg.register_checkpoint(other).name == "ck"  # same weights again: idempotent
     clash = make_checkpoint(tmp_path / "y", "ck", 3)
     with pytest.raises(RegistryError, match="already registered with other weights"):
-        reg.register_checkpoint(clash)
-    assert read_manifest(clash).name == "ck"
+        reg.register_checkpoint(clash, name="ck")
+    auto = reg.register_checkpoint(clash)  # the manifest's name is taken: the hash disambiguates
+    assert auto.name == f"ck-{read_manifest(clash).weights_hash[:8]}"
 
 
 def test_delete_needs_yes_and_not_current(tmp_path):

@@ -283,8 +283,9 @@ class Registry:
                             parent: str | None = None, verify: bool = True) -> CheckpointRecord:
         """Register the checkpoint in `folder` from its manifest, after checking the weights match its hash.
 
-        Registering the same name with the same hash again returns the existing row; a different hash under a
-        taken name is refused (names are identities: lineage and promotions refer to them). `parent` records the
+        Registering the same name with the same hash again returns the existing row. Names are identities (lineage
+        and promotions refer to them): an explicit `name` taken by other weights is refused; the manifest's own
+        name (`step-N`, the same in every run) gets the weights' hash appended instead. `parent` records the
         lineage when the manifest names none (a run started from a registered base model).
         """
         folder = Path(folder).resolve()
@@ -295,9 +296,14 @@ class Registry:
             if actual != manifest.weights_hash:
                 raise RegistryError(f"{folder}: weights hash {actual[:16]}... does not match the manifest's "
                                     f"{manifest.weights_hash[:16]}... (files changed after the manifest was written)")
+        explicit = name is not None
         name = name or manifest.name
         with self.transaction() as c:
             row = c.execute("SELECT weights_hash FROM checkpoints WHERE name = ?", (name,)).fetchone()
+            if row is not None and row[0] != manifest.weights_hash and not explicit:
+                # trainer checkpoints are named step-N in every run: disambiguate by the weights' hash
+                name = f"{name}-{manifest.weights_hash[:8]}"
+                row = c.execute("SELECT weights_hash FROM checkpoints WHERE name = ?", (name,)).fetchone()
             if row is not None:
                 if row[0] != manifest.weights_hash:
                     raise RegistryError(f"checkpoint name {name!r} is already registered with other weights; "
