@@ -66,7 +66,7 @@ def run(ctx) -> dict:
     dataset = Path(ctx.state.get("dataset") or DEFAULT_DATASET)
     reward_ref = ctx.state.get("reward") or DEFAULT_REWARD
     reward = load_reward(reward_ref) if isinstance(reward_ref, str) else reward_ref
-    n_tasks, n, tokens = (4, 2, 24) if ctx.quick else (24, 4, 64)
+    n_tasks, n, tokens = (4, 2, 24) if ctx.quick else (16, 4, 48)
     tasks = select_split(read_tasks(dataset), ["test"])[:n_tasks]
     trained = _trained_checkpoint(ctx)
     if trained is not None and not (trained / "manifest.json").is_file():
