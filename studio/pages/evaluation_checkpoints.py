@@ -8,6 +8,7 @@ Calls `training.evaluation` (load_report, compare_reports) and `training.registr
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import polars as pl
@@ -178,7 +179,9 @@ def _checkpoints(ws: Workspace) -> None:
         hist = reg.history(DEFAULT_ALIAS)
         if hist:
             st.markdown("**history**")
-            st.dataframe(pl.DataFrame([h.model_dump() for h in hist]).to_pandas(), hide_index=True, width="stretch")
+            rows = [h.model_dump() | {"created_at": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(h.created_at))}
+                    for h in hist]
+            st.dataframe(pl.DataFrame(rows).to_pandas(), hide_index=True, width="stretch")
         lineage = reg.lineage(target)
         st.caption("lineage: " + " ← ".join(c.name for c in lineage))
 

@@ -91,7 +91,7 @@ def _show(ws: Workspace, report_path: Path) -> None:
         "recommended": b.recommendation.intervention if b.recommendation else "",
     } for b in report.buckets]).to_pandas(), hide_index=True, width="stretch")
     st.bar_chart(pl.DataFrame([{"bucket": b.name, "failures": b.count} for b in report.buckets]).to_pandas(),
-                 x="bucket", y="failures", height=220)
+                 x="bucket", y="failures", height=60 + 40 * len(report.buckets), horizontal=True)
     for b in report.buckets:
         rec = b.recommendation
         with st.expander(f"{b.name}: {b.count} failure(s) → {rec.intervention if rec else 'no recommendation'}"):

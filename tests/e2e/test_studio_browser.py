@@ -174,4 +174,4 @@ def test_core_flow_in_the_browser(tmp_path, monkeypatch, browser_page):
         assert not run.record.allow_unaudited
         assert proc.poll() is None  # the server is still up: it is stopped by PID when the block ends
     assert proc.poll() is not None
-    assert time.time() - t0 < 240
+    assert time.time() - t0 < 300, f"the browser flow took {time.time() - t0:.0f} s"
