@@ -78,3 +78,22 @@ def test_rlvr_eval_plays_the_embedded_model_in_the_environment(tmp_path, monkeyp
     assert rep["mode"] == "environment" and rep["overall"]["tasks"] == 2
     reasons = rep["overall"]["failure_reasons"]
     assert sum(reasons.values()) + round(rep["overall"]["pass_at_1"] * 2) == 2
+
+
+def test_the_world_stored_beside_a_dataset_is_used(tmp_path):
+    from generators.task_io import read_tasks
+    from rewards.environments.workplace import verify_trajectory
+    from schemas.messages import Message
+    from schemas.trajectory import Trajectory
+    from studio.workplace_dataset import build_dataset
+    from training.eval_environment import dataset_world, default_world_resolver
+
+    assert dataset_world(tmp_path / "x.parquet") is None
+    build_dataset(tmp_path / "wp", n=40, world_seed=7)
+    tasks = read_tasks(tmp_path / "wp" / "test.parquet")
+    world = default_world_resolver(data_path=tmp_path / "wp" / "test.parquet")(tasks[0])
+    assert world is not default_world_resolver()(tasks[0].model_copy(update={"metadata": {}}))
+    t = next(t for t in tasks if t.ground_truth_calls and not t.metadata.get("noop"))
+    calls = [Message(role="assistant", content="", tool_calls=[c]) for c in t.ground_truth_calls]
+    traj = Trajectory(task_id=t.id, messages=[*t.prompt, *calls], final_answer="done")
+    assert verify_trajectory(t, traj, world).passed  # the dataset's own world (seed 7) replays its ground truth

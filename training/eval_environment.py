@@ -31,8 +31,24 @@ def workplace_world(seed: int | None = None, today: str | None = None, source: s
     return WorkplaceWorld.from_tables(generate_world_tables(seed), today=today or TODAY, context=CONTEXT)
 
 
-def default_world_resolver(seed: int | None = None, source: str | None = None) -> WorldResolver:
-    """Resolve each task's world: `metadata.world_seed` / `metadata.today` when the task carries them."""
+def dataset_world(data_path: str | Path) -> Any | None:
+    """The world stored beside a workplace dataset (`DIR/world/*.parquet`, as `rlvr env tasks` writes it), or None."""
+    folder = Path(data_path)
+    folder = folder if folder.is_dir() else folder.parent
+    if not any((folder / "world").glob("*.parquet")):
+        return None
+    from training.multiturn import load_workplace_world
+
+    return load_workplace_world(folder)
+
+
+def default_world_resolver(seed: int | None = None, source: str | None = None,
+                           data_path: str | Path | None = None) -> WorldResolver:
+    """Resolve each task's world: the one stored beside the dataset when there is one (exactly what the tasks were
+    generated over), else generated from `metadata.world_seed` / `metadata.world_today` or `seed`."""
+    stored = dataset_world(data_path) if data_path is not None and source is None and seed is None else None
+    if stored is not None:
+        return lambda task: stored
 
     def resolve(task: TaskRow) -> Any:
         md = task.metadata or {}

@@ -71,7 +71,10 @@ def run_evaluation(model: str, dataset: Path, splits: list[str], k: int, samples
     if env_tasks and reward is None:
         from training.eval_environment import EnvironmentRunner
 
-        runner = EnvironmentRunner(m, tok, temperature=temp, max_new_tokens=max_new_tokens, max_turns=max_turns)
+        from training.eval_environment import default_world_resolver
+
+        runner = EnvironmentRunner(m, tok, temperature=temp, max_new_tokens=max_new_tokens, max_turns=max_turns,
+                                   world_resolver=default_world_resolver(data_path=dataset))
         mode, reward_label = "environment", "workplace verifier"
     else:
         if reward is None:

@@ -34,7 +34,7 @@ def triage(
             if verify and any(t.tools and t.ground_truth_calls is not None for t in task_rows):
                 from training.eval_environment import default_world_resolver
 
-                verifier = workplace_verifier(default_world_resolver(world_seed))
+                verifier = workplace_verifier(default_world_resolver(world_seed, data_path=tasks))
         with console.status("triaging"):
             rep = run_triage(failures, tasks=task_rows, verifier=verifier, out=out, into=into)
     except (TriageError, DatasetError) as exc:
