@@ -95,11 +95,21 @@ def test_core_flow_in_the_browser(tmp_path, monkeypatch, browser_page):
         page.get_by_text("wrote datasets/tiny_math").wait_for()
         assert (ws.root / "datasets" / "tiny_math" / "manifest.json").exists()
 
-        # 2. the reward on samples (the reference answers of the new dataset), scored in the sandbox
+        # 2. the reward on sample completions (right, wrong, untagged, hedged), scored in the sandbox
+        from generators.task_io import read_tasks
+
+        tasks = read_tasks(ws.root / "datasets" / "tiny_math" / "tasks")[:6]
+        forms = ["<answer>{a}</answer>", "The sum is {a}.", "<answer>{w}</answer>", "I think <answer>{a}</answer>",
+                 "<answer>{a} or {w}</answer>", "<answer>{w}</answer> no wait <answer>{a}</answer>"]
+        (ws.root / "completions" / "tiny_math_samples.jsonl").write_text("".join(
+            json.dumps({"id": t.id, "completion": f.format(a=t.answer, w=int(t.answer) + 1)}) + "\n"
+            for t, f in zip(tasks, forms)))
         _goto(page, "Rewards")
         _select(page, "reward file", "rewards/arithmetic_reward.py")
         _select(page, "reward function", REWARD)
         _select(page, "dataset", "datasets/tiny_math/tasks")
+        _select(page, "completions", "completions file")
+        _select(page, "completions file", "completions/tiny_math_samples.jsonl")
         page.get_by_role("button", name="Score").click()
         page.get_by_text("mean score").wait_for()
         _shot(page, "rewards_scored", shots)
