@@ -103,17 +103,41 @@ def _editor(ws: Workspace) -> str | None:
     return spec
 
 
-def _record_version(spec: str, label: str) -> None:
-    from rewards.loading import load_reward
-    from rewards.registry import VersionLog
+RECORD_VERSION = """
+import sys
+from rewards.loading import load_reward
+from rewards.registry import VersionLog
+reward = load_reward(sys.argv[1], label=sys.argv[2])
+VersionLog().record(reward)
+print(reward.version_id)
+"""
+
+
+def record_version(spec: str, label: str = "") -> tuple[str | None, str]:
+    """Record the reward's version in the rewards library's version log, from a short-lived subprocess.
+
+    Why a subprocess: computing the version imports the user's file, and user code never runs inside the studio
+    server (an import that hangs or crashes must not take the server with it). Returns (version id, error text).
+    """
+    import subprocess
+    import sys
 
     try:
-        reward = load_reward(spec, label=label)
-    except Exception as exc:  # noqa: BLE001 - an import error in the user's file is the message
-        st.error(f"cannot load the reward: {exc}")
-        return
-    version = VersionLog().record(reward)
-    st.caption(f"version {reward.version_id}" + (f" ({version.label})" if version.label else ""))
+        done = subprocess.run([sys.executable, "-c", RECORD_VERSION, spec, label], capture_output=True, text=True,
+                              timeout=60)
+    except subprocess.TimeoutExpired:
+        return None, "loading the reward file took over 60 s (does it do work at import time?)"
+    if done.returncode != 0:
+        return None, (done.stderr.strip().splitlines() or ["failed"])[-1]
+    return done.stdout.strip().splitlines()[-1], ""
+
+
+def _record_version(spec: str, label: str) -> None:
+    version, error = record_version(spec, label)
+    if error:
+        st.error(f"cannot load the reward: {error}")
+    else:
+        st.caption(f"version {version}" + (f" ({label})" if label else ""))
 
 
 def _run_on_samples(ws: Workspace, spec: str) -> None:
@@ -165,6 +189,7 @@ def _run_on_samples(ws: Workspace, spec: str) -> None:
             bar.progress(min(1.0, done[0] / max(1, len(rows))), text=f"scored {done[0]}/{len(rows)}")
 
         results = score_batch(spec, completions, rows, sandbox=True, progress=tick)
+        record_version(spec)  # every scoring run is recorded, as `rlvr reward test` does
         st.session_state["_reward_results"] = (spec, rows, completions, results)
     got = st.session_state.get("_reward_results")
     if not got or got[0] != spec:
@@ -209,7 +234,7 @@ def _versions(spec: str) -> None:
     versions = [v for v in log.versions(name) if (v.get("ref") or "").startswith(spec.rsplit(":", 1)[0])] \
         or log.versions(name)
     if not versions:
-        st.info("No recorded version yet: saving the reward records one (so does every scoring run of the CLI).")
+        st.info("No recorded version yet: saving or scoring the reward records one (so does `rlvr reward test`).")
         return
     st.dataframe(pl.DataFrame([{"hash": v["content_hash"][:12], "label": v["label"], "ref": v["ref"],
                                 "first seen": v["first_seen"]} for v in versions]).to_pandas(),
