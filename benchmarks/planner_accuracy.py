@@ -2,7 +2,9 @@
 
 For each case: `rlvr plan`'s library call (with its ~10 s measured probe) estimates seconds per step; then the
 trainer runs the same config for a few steps and the mean step time (steps 2.., step 1 pays warm-up) is compared.
-Cases: the tiny CI config (random 2-layer model) and the embedded SmolLM2-135M on the arithmetic tasks.
+Cases: the tiny CI config (random 2-layer model), the same model as a multi-turn agent in the workplace environment
+(1,500-token tool prompt; the estimate is an upper bound: it assumes every episode uses all its turns), and the
+embedded SmolLM2-135M on the arithmetic tasks.
 
     .venv/bin/python benchmarks/planner_accuracy.py            # writes benchmarks/results/planner_accuracy.json
 """
@@ -24,6 +26,12 @@ os.environ.setdefault("RLVR_THREADS", "1")
 
 CASES = {
     "tiny (random 2-layer, 3.2M params)": {"steps": 4, "dynamic_sampling": {"enabled": False}},
+    "tiny, workplace environment, 2 turns x 16 tokens": {
+        "steps": 4, "batch_size": 4, "data": {"path": "<workplace>", "split": "train"},
+        "reward": {"function": "env", "allow_unaudited": True},
+        "rollout": {"environment": "workplace", "num_generations": 2, "max_turns": 2, "max_new_tokens": 16,
+                    "max_total_tokens": 4096},
+        "dynamic_sampling": {"enabled": False}, "overlong": {"mode": "none"}},
     "smollm2-135m, arithmetic, 4 completions x 32 tokens": {
         "steps": 3, "batch_size": 4, "model": {"name": "default", "init": "pretrained"},
         "rollout": {"num_generations": 2, "max_new_tokens": 32}, "dynamic_sampling": {"enabled": False},
@@ -38,6 +46,11 @@ def run_case(name: str, overrides: dict, probe_s: float) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         ov = {**overrides, "output_dir": str(Path(tmp) / "run"), "checkpoint": {"every": 1000, "save_optimizer": False}}
+        if ov.get("data", {}).get("path") == "<workplace>":
+            from studio.workplace_dataset import build_dataset
+
+            build_dataset(Path(tmp) / "wp", n=60)
+            ov["data"] = {**ov["data"], "path": str(Path(tmp) / "wp")}
         cfg = load_train_config(ROOT / "examples" / "configs" / "tiny.yaml", overrides=ov)
         t0 = time.perf_counter()
         rep = plan(cfg, probe_s=probe_s, gpus=["H100"])

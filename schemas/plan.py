@@ -29,6 +29,7 @@ class Workload(BaseModel):
     completions_per_step: int
     generation_rounds: int
     prompt_tokens: int
+    shared_prefix_tokens: int = 0  # the environment's system prompt: run once per batch, not once per episode
     completion_tokens_per_turn: int
     turns: int
     tool_calls_per_episode: int

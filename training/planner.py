@@ -181,6 +181,12 @@ def measure_prompt_tokens(cfg: TrainConfig, limit: int = 64) -> int | None:
     return int(round(sum(lengths) / len(lengths)))
 
 
+def environment_prefix_tokens(cfg: TrainConfig) -> int:
+    """Tokens of the environment's system prompt (the same for every task: the trainer runs it once per batch)."""
+    total = environment_prompt_tokens(cfg)
+    return max(0, total - 40 - 8) if total else 0  # less the request and the user/assistant headers
+
+
 def environment_prompt_tokens(cfg: TrainConfig) -> int | None:
     """Without a dataset: the workplace system prompt (context + tool instructions + the 27 tools) as the trainer
     renders it, plus a typical request; None for other environments."""
@@ -203,7 +209,7 @@ def environment_prompt_tokens(cfg: TrainConfig) -> int | None:
 
 # ---------------------------------------------------------------------------------------------------- workload
 
-def make_workload(cfg: TrainConfig, prompt_tokens: int, rounds: int = 1) -> Workload:
+def make_workload(cfg: TrainConfig, prompt_tokens: int, rounds: int = 1, shared_prefix: int = 0) -> Workload:
     g = cfg.rollout.num_generations
     b = cfg.batch_size
     c = cfg.rollout.max_new_tokens
@@ -218,7 +224,7 @@ def make_workload(cfg: TrainConfig, prompt_tokens: int, rounds: int = 1) -> Work
     env_steps = b * calls * rounds
     return Workload(
         prompts_per_step=b // g, completions_per_step=b, generation_rounds=rounds, prompt_tokens=prompt_tokens,
-        completion_tokens_per_turn=c, turns=turns, tool_calls_per_episode=calls, tool_result_tokens=TOOL_RESULT_TOKENS,
+        shared_prefix_tokens=min(shared_prefix, prompt_tokens), completion_tokens_per_turn=c, turns=turns, tool_calls_per_episode=calls, tool_result_tokens=TOOL_RESULT_TOKENS,
         sequence_tokens=seq, rollout_tokens_per_step=rollout, generated_tokens_per_step=generated,
         env_steps_per_step=env_steps, steps=cfg.steps, total_rollout_tokens=rollout * cfg.steps,
         total_generated_tokens=generated * cfg.steps, total_tool_calls=env_steps * cfg.steps,
@@ -244,10 +250,17 @@ def turn_contexts(w: Workload) -> list[int]:
 
 def generation_flops(s: ModelShape, w: Workload) -> tuple[float, float]:
     """(prefill, decode) FLOPs per step."""
-    b, c = w.completions_per_step * w.generation_rounds, w.completion_tokens_per_turn
+    r = w.generation_rounds
+    b, c = w.completions_per_step * r, w.completion_tokens_per_turn
+    groups = w.prompts_per_step * r
+    p = w.shared_prefix_tokens
     prefill = decode = 0.0
-    for ctx in turn_contexts(w):
-        prefill += b * forward_flops(s, ctx, ctx / 2, 1)
+    for t, ctx in enumerate(turn_contexts(w)):
+        # the batch-shared prefix once per round; the first turn's prompt once per group (its cache is repeated
+        # for the group's completions); later turns' contexts differ per episode
+        prefill += r * forward_flops(s, p, p / 2, 0)
+        own = groups if t == 0 else b
+        prefill += own * forward_flops(s, ctx - p, ctx / 2, 1)
         decode += b * forward_flops(s, c, ctx + c / 2, c)
     return prefill, decode
 
@@ -257,7 +270,11 @@ def training_flops(cfg: TrainConfig, s: ModelShape, w: Workload) -> tuple[float,
     gradients of frozen layers: ~1x), the LM head only on completion positions, times num_iterations."""
     seqs = w.completions_per_step
     completion = w.turns * w.completion_tokens_per_turn
-    fwd = seqs * forward_flops(s, w.sequence_tokens, w.sequence_tokens / 2, completion)
+    # the loss forward shares as the rollout does: the batch prefix once, each group's prompt once, then every
+    # completion (and, multi-turn, its tool results) per sequence
+    p, prompt = w.shared_prefix_tokens, w.prompt_tokens
+    fwd = (forward_flops(s, p, p / 2, 0) + w.prompts_per_step * forward_flops(s, prompt - p, prompt / 2, 0)
+           + seqs * forward_flops(s, w.sequence_tokens - prompt, (w.sequence_tokens + prompt) / 2, completion))
     backward = 1.0 if cfg.lora.enabled else 2.0
     policy = fwd * (1 + backward) * cfg.optim.num_iterations
     ref = fwd if cfg.loss.resolved()["beta"] > 0 else 0.0
@@ -317,29 +334,24 @@ def run_probe(cfg: TrainConfig, shape: ModelShape, prompt_tokens: int, budget_s:
         model(rand_ids(1, 8))  # warm-up: first-call allocations are not part of any step
 
         def decode(rows: int, share: float) -> tuple[float, float]:
-            """(prefill seconds, seconds per decode step) of the trainer's own sampler at `rows` rows.
+            """(prefill seconds, seconds per decode step) at `rows` rows: the sampler's per-step work (a cached
+            forward of one token per row, softmax, multinomial draw) timed directly, step by step."""
+            from transformers import DynamicCache
 
-            Two runs, of 1 and of k new tokens, separate the prefill from the per-token cost; no end token is
-            allowed, so every row runs the full k steps (as a budget must assume)."""
-            from training.rollout import SamplingParams, sample_tokens
+            from training.logprobs import model_forward
 
             ids = rand_ids(rows, prompt_tokens)
-            mask = torch.ones_like(ids)
-
-            def run(k: int) -> float:
-                t0 = time.perf_counter()
-                sample_tokens(model, ids, mask, SamplingParams(max_new_tokens=k, temperature=1.0, seed=0),
-                              eos_ids={-1}, pad_id=0, generator=gen)
-                return time.perf_counter() - t0
-
-            t1 = run(1)
-            k = min(c, 8)
-            tk = run(k) if k > 1 else t1
-            step = max(1e-5, (tk - t1) / max(1, k - 1))
-            k2 = min(c, int(budget_s * share / step))
-            if k2 > 2 * k:  # a longer run where the budget allows: a steadier per-step time
-                step = max(1e-5, (run(k2) - t1) / (k2 - 1))
-            return t1, step
+            cache = DynamicCache()
+            t0 = time.perf_counter()
+            out = model_forward(model, input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
+            prefill = time.perf_counter() - t0
+            steps, t1 = 0, time.perf_counter()
+            while steps < c and (steps < 3 or time.perf_counter() - t1 < budget_s * share):
+                probs = torch.softmax(out.logits[:, -1, :].float(), dim=-1)
+                nxt = torch.multinomial(probs, 1, generator=gen)
+                out = model_forward(model, input_ids=nxt, cache=cache, use_cache=True)
+                steps += 1
+            return prefill, (time.perf_counter() - t1) / steps
 
         prefill_b, step_b = decode(b, 0.25)
         # batch 1 only while the budget lasts; without it decode time is taken as flat in the batch size
@@ -462,8 +474,8 @@ def time_on_gpu(cfg: TrainConfig, s: ModelShape, w: Workload, g: GPU, env_step_s
 
 def estimate(cfg: TrainConfig, s: ModelShape, prompt_tokens: int, *, probe: ProbeResult | None = None,
              gpus: list[str] | None = None, base: ModelShape | None = None,
-             parallel_envs: int = 1) -> Estimate:
-    w = make_workload(cfg, prompt_tokens)
+             parallel_envs: int = 1, shared_prefix: int = 0) -> Estimate:
+    w = make_workload(cfg, prompt_tokens, shared_prefix=shared_prefix)
     prefill, decode = generation_flops(s, w)
     policy, ref = training_flops(cfg, s, w)
     fl = Flops(generation_per_step=prefill + decode, training_per_step=policy, reference_per_step=ref,
@@ -490,6 +502,7 @@ def _with(cfg: TrainConfig, **changes: Any) -> TrainConfig:
 
 def reductions(cfg: TrainConfig, s: ModelShape, prompt_tokens: int, base_est: Estimate, *,
                probe: ProbeResult | None, gpus: list[str] | None) -> list[Reduction]:
+    shared = base_est.workload.shared_prefix_tokens
     """Each single change re-estimated; sorted by the time it saves on the first timing target."""
     if not base_est.time:
         return []
@@ -529,7 +542,8 @@ def reductions(cfg: TrainConfig, s: ModelShape, prompt_tokens: int, base_est: Es
                         "mostly a memory saving: no full gradients or optimizer state"))
     out = []
     for change, setting, c2, s2, par, note in options:
-        est = estimate(c2, s2, prompt_tokens, probe=probe, gpus=gpus, base=s, parallel_envs=par)
+        est = estimate(c2, s2, prompt_tokens, probe=probe, gpus=gpus, base=s, parallel_envs=par,
+                       shared_prefix=shared)
         t = est.time[0]
         out.append(Reduction(change=change, setting=setting, step_s=t.step_s, total_s=t.total_s,
                              saves_s=base_t.total_s - t.total_s,
@@ -559,7 +573,8 @@ def plan(cfg: TrainConfig, *, config_name: str = "config", gpus: list[str] | Non
     pr = run_probe(cfg, s, prompt_tokens, probe_s, model=model) if probe else None
     if gpus is None and not probe:
         gpus = ["H100"]
-    est = estimate(cfg, s, prompt_tokens, probe=pr, gpus=gpus)
+    shared = environment_prefix_tokens(cfg) if cfg.rollout.environment else 0
+    est = estimate(cfg, s, prompt_tokens, probe=pr, gpus=gpus, shared_prefix=shared)
     if cfg.dynamic_sampling.enabled and cfg.dynamic_sampling.max_rounds > 1:
         warnings.append(f"dynamic sampling may generate up to {cfg.dynamic_sampling.max_rounds}x the rollouts of a "
                         "step when groups have zero reward variance; the estimate assumes one round")
