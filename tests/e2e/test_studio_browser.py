@@ -1,6 +1,6 @@
 """The studio end to end in a real browser: a real server on 127.0.0.1, headless Debian chromium driven by
 Playwright, across the core flow (preview a spec, generate, run a reward on samples, audit it, label a few rows,
-start a tiny training run and see its curve). Screenshots go to docs/screenshots/ and a tmp copy; the server is
+start a tiny training run and see its curve). Screenshots go to tmp (and to docs/screenshots/ with RLVR_UPDATE_SCREENSHOTS=1); the server is
 stopped by its PID."""
 
 from __future__ import annotations
@@ -54,9 +54,10 @@ def _shot(page, name: str, tmp_dir: Path, max_h: int = 2600) -> None:
                       " return m ? m.scrollHeight : 1000; }")
     page.set_viewport_size({"width": 1400, "height": max(1000, min(int(h) + 40, max_h))})
     page.wait_for_timeout(800)
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(tmp_dir / f"{name}.png"))
-    shutil.copy2(tmp_dir / f"{name}.png", SCREENSHOTS / f"{name}.png")
+    if os.environ.get("RLVR_UPDATE_SCREENSHOTS") == "1":  # refresh the README's images on purpose, not every run
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(tmp_dir / f"{name}.png", SCREENSHOTS / f"{name}.png")
     page.set_viewport_size({"width": 1400, "height": 1000})
 
 
