@@ -6,8 +6,8 @@ Where the speed comes from (measured against TRL 1.16's GRPOTrainer in benchmark
 - on-policy updates (num_iterations == 1) take the old log-probs from the same forward that computes the loss
   (detached: the ratio is exactly 1 and the gradient is the policy gradient), so no extra forward runs; with
   num_iterations > 1 the first inner pass records them, still without an extra forward;
-- the training forward computes the LM head only on completion positions (`logits_to_keep`), and log-probs as
-  logit - logsumexp, never materialising a second vocabulary-sized tensor;
+- the training forward computes the LM head only on completion positions, a few rows at a time under activation
+  checkpointing (training/logprobs.py: the batch's vocabulary-sized logits never exist at once);
 - sampling uses a KV cache and stops as soon as every row has ended; nothing else (datasets, trl) is imported.
 
 Data order is a pure function of (seed, stream position), and sampling seeds are a pure function of
@@ -44,9 +44,9 @@ from training.losses import (
     PolicyLossParams,
     group_advantages,
     policy_loss,
-    token_entropy,
     token_logprobs,
 )
+from training.memory import lean_allocator, release_free_memory
 from training.metrics import MetricsLog, plot_metrics
 from training.rollout import SamplingParams
 from training.logprobs import common_prefix_len, full_logprobs, shared_groups, shared_prompt_logprobs
@@ -165,6 +165,7 @@ class GRPOTrainer:
 
         cfg = self.cfg
         configure_threads(cfg.threads)
+        lean_allocator()
         torch.manual_seed(cfg.seed)
         random.seed(cfg.seed)
         self.tasks = self._tasks if self._tasks is not None else load_train_tasks(cfg)
@@ -366,6 +367,8 @@ class GRPOTrainer:
         cfg = self.cfg
         t0 = time.perf_counter()
         samples, stats = self._rollout_phase()
+        release_free_memory()
+        rss_rollout = _rss_mb()
         t_gen = time.perf_counter() - t0
         g = cfg.rollout.num_generations
         lc = self.loss_cfg
@@ -381,11 +384,13 @@ class GRPOTrainer:
                           adv_abs_max=float(adv.abs().max()))
         else:
             loss_stats = self._update(None, None)
+        release_free_memory()
         step_time = time.perf_counter() - t0
         self.step += 1
         record.update(stats)
         record.update(loss_stats)
         record.update(
+            rss_mb=_rss_mb(), peak_rss_mb=_peak_rss_mb(), rss_after_rollout_mb=rss_rollout,
             lr=self._lr(), gen_time_s=t_gen, train_time_s=step_time - t_gen, step_time_s=step_time,
             tokens=float(n_tokens), tokens_per_s=n_tokens / step_time if step_time > 0 else 0.0,
             cursor=self.cursor,
@@ -424,7 +429,8 @@ class GRPOTrainer:
                     p_ids, p_mask = left_pad([r[plen:] for r in rows], self.tok.pad_token_id)
                 return shared_prompt_logprobs(model, p_ids, p_mask, pb.completion_ids, pb.completion_mask, g, temp,
                                               prefix_ids=prefix)
-            return full_logprobs(model, pb.input_ids, pb.attention_mask, pb.completion_ids, temp)
+            return full_logprobs(model, pb.input_ids, pb.attention_mask, pb.completion_ids, temp,
+                                 chunked_head=self.dist.world == 1)
 
     def _autocast(self) -> Any:
         if self.cfg.model.dtype == "bfloat16" or not self.autocast_bf16:
@@ -463,7 +469,7 @@ class GRPOTrainer:
                 sync = ci == len(chunks) - 1
                 ctx = self.ddp_model.no_sync() if (self.dist.world > 1 and not sync) else contextlib.nullcontext()
                 with ctx:
-                    lp, logits = self._forward_logprobs(self.ddp_model, sub, shared)
+                    lp, ent = self._forward_logprobs(self.ddp_model, sub, shared)
                     if it == 0:
                         old[ci] = lp.detach()
                     ref_lp = None
@@ -474,7 +480,6 @@ class GRPOTrainer:
                     loss, st = policy_loss(inputs, params, aggregation=lc["aggregation"], scope=scope)
                     (loss * self.dist.world).backward()
                 if it == 0:
-                    ent = token_entropy(logits, cfg.rollout.temperature)
                     m = sub.loss_mask
                     w = float(m.sum())
                     _acc(agg, "entropy", float((ent * m).sum()), w)
@@ -482,7 +487,7 @@ class GRPOTrainer:
                     for k, v in st.items():
                         _acc(agg, k, float(v) * w, w)
                     _acc(agg, "loss", float(loss.detach()), 1.0, add_weight=False)
-                del logits
+                del ent
             if cfg.optim.max_grad_norm is not None:
                 grad_norm = float(torch.nn.utils.clip_grad_norm_(
                     [p for p in self.model.parameters() if p.requires_grad], cfg.optim.max_grad_norm))
@@ -525,6 +530,20 @@ class GRPOTrainer:
             )
         self.dist.barrier()
         return path
+
+
+def _rss_mb() -> float:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return 0.0
+
+
+def _peak_rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _acc(agg: dict[str, list[float]], key: str, value: float, weight: float, add_weight: bool = True) -> None:

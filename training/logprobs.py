@@ -42,14 +42,66 @@ def _cache_kw(model: Any) -> str:
     return _CACHE_KW[cls]
 
 
+def split_head(model: Any) -> tuple[Any, Any] | None:
+    """(decoder, lm_head) of a causal LM (also inside a peft wrapper), or None when the model does not expose them
+    (then the plain forward is used)."""
+    inner = model
+    if hasattr(inner, "get_base_model"):
+        inner = inner.get_base_model()
+    dec, head = getattr(inner, "model", None), getattr(inner, "lm_head", None)
+    if dec is None or head is None or not callable(dec):
+        return None
+    return dec, head
+
+
+def _head_chunk(hidden: Tensor, targets: Tensor, head: Any, temperature: float) -> tuple[Tensor, Tensor]:
+    logits = head(hidden).float()
+    lp = token_logprobs(logits, targets, temperature)
+    with torch.no_grad():
+        scaled = logits / temperature
+        logp = torch.log_softmax(scaled, dim=-1)
+        ent = -(logp.exp() * logp).sum(-1)
+    return lp, ent
+
+
+def head_logprobs(hidden: Tensor, targets: Tensor, head: Any, temperature: float, rows: int = 2) -> tuple[Tensor, Tensor]:
+    """Log-probs and entropies of `targets` from final hidden states, a few rows at a time, each chunk under
+    activation checkpointing: the (rows x T x vocab) logits exist for one chunk at a time, in the forward and again
+    in the backward, instead of for the whole batch (about 300 MB at 8 x 48 x 49k in fp32 with their gradient)."""
+    from torch.utils.checkpoint import checkpoint
+
+    lps, ents = [], []
+    for s in range(0, hidden.shape[0], rows):
+        h = hidden[s:s + rows]
+        if torch.is_grad_enabled() and h.requires_grad:
+            lp, ent = checkpoint(_head_chunk, h, targets[s:s + rows], head, temperature, use_reentrant=False)
+        else:
+            lp, ent = _head_chunk(h, targets[s:s + rows], head, temperature)
+        lps.append(lp)
+        ents.append(ent.detach())
+    return torch.cat(lps), torch.cat(ents)
+
+
 def full_logprobs(model: Any, input_ids: Tensor, attention_mask: Tensor, completion_ids: Tensor,
-                  temperature: float) -> tuple[Tensor, Tensor]:
-    """(B, T) log-probs and (B, T, V) logits of the completion tokens from one forward over prompt + completion."""
+                  temperature: float, chunked_head: bool = True) -> tuple[Tensor, Tensor]:
+    """(B, T) log-probs and (B, T) entropies of the completion tokens from one forward over prompt + completion."""
     t = completion_ids.shape[1]
+    parts = split_head(model) if chunked_head else None
+    if parts is not None:
+        dec, head = parts
+        hidden = dec(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions(attention_mask),
+                     use_cache=False).last_hidden_state
+        return head_logprobs(hidden[:, -t - 1:-1, :], completion_ids, head, temperature)
     out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions(attention_mask),
                 logits_to_keep=t + 1, use_cache=False)
     logits = out.logits[:, :-1, :].float()
-    return token_logprobs(logits, completion_ids, temperature), logits
+    return token_logprobs(logits, completion_ids, temperature), _entropy(logits, temperature)
+
+
+def _entropy(logits: Tensor, temperature: float) -> Tensor:
+    with torch.no_grad():
+        logp = torch.log_softmax(logits.detach() / temperature, dim=-1)
+        return -(logp.exp() * logp).sum(-1)
 
 
 def repeat_cache(cache: Any, repeats: int) -> Any:
@@ -89,7 +141,7 @@ def prefill(model: Any, prefix_ids: Tensor) -> Any:
 def shared_prompt_logprobs(model: Any, prompt_ids: Tensor, prompt_mask: Tensor, completion_ids: Tensor,
                            completion_mask: Tensor, repeats: int, temperature: float,
                            prefix_ids: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """Like `full_logprobs`, for rows laid out as U groups of `repeats` completions of U (left-padded) prompts.
+    """(B, T) log-probs and entropies like `full_logprobs`, for rows laid out as U groups of `repeats` completions of U (left-padded) prompts.
 
     With `prefix_ids` (1, L), every prompt is that prefix followed by its row of `prompt_ids`; the prefix runs once
     for the whole batch (an environment's system prompt), gradients still flowing through it."""
@@ -106,20 +158,26 @@ def shared_prompt_logprobs(model: Any, prompt_ids: Tensor, prompt_mask: Tensor, 
         cache = DynamicCache()
         lead = prompt_mask[:, :0]
     full_mask = torch.cat([lead, prompt_mask], dim=1)
-    first = model_forward(model, input_ids=prompt_ids, attention_mask=full_mask,
+    parts = split_head(model)
+    run = parts[0] if parts is not None else model
+    first = model_forward(run, input_ids=prompt_ids, attention_mask=full_mask,
                           position_ids=positions(full_mask)[:, lead.shape[1]:], cache=cache, use_cache=True,
-                          logits_to_keep=1)
+                          **({} if parts is not None else {"logits_to_keep": 1}))
     if repeats > 1:
         cache = repeat_cache(cache, repeats)
     p_mask = full_mask.repeat_interleave(repeats, dim=0)
     start = p_mask.sum(-1, keepdim=True)
     pos = start + torch.arange(t, device=completion_ids.device).unsqueeze(0)
     attn = torch.cat([p_mask, completion_mask.to(p_mask.dtype)], dim=1)
-    out = model_forward(model, input_ids=completion_ids, attention_mask=attn, position_ids=pos, cache=cache,
-                        use_cache=True, logits_to_keep=t)
+    out = model_forward(run, input_ids=completion_ids, attention_mask=attn, position_ids=pos, cache=cache,
+                        use_cache=True, **({} if parts is not None else {"logits_to_keep": t}))
+    if parts is not None:
+        hidden = torch.cat([first.last_hidden_state[:, -1:, :].repeat_interleave(repeats, dim=0),
+                            out.last_hidden_state[:, :-1, :]], dim=1)
+        return head_logprobs(hidden, completion_ids, parts[1], temperature)
     logits = torch.cat([first.logits[:, -1:, :].repeat_interleave(repeats, dim=0), out.logits[:, :-1, :]], dim=1)
     logits = logits.float()
-    return token_logprobs(logits, completion_ids, temperature), logits
+    return token_logprobs(logits, completion_ids, temperature), _entropy(logits, temperature)
 
 
 def shared_groups(prompt_ids_rows: list[list[int]], repeats: int) -> bool:
