@@ -105,8 +105,18 @@ class CacheState:
     path: Path
 
 
+# Files this process has already digested, keyed by (path, size, mtime_ns): a second load in the same process
+# (the audit, the trainer and the evaluator each ask for the model) does not re-hash 540 MB again.
+_VERIFIED: set[tuple[str, int, int]] = set()
+
+
 def check_cache(folder: Path, full_hash: bool = True) -> CacheState:
-    """Verify a cached model folder against its manifest (sizes always, digests when `full_hash`)."""
+    """Verify a cached model folder against its manifest.
+
+    Sizes are always checked (a truncated or half-copied file fails at once). With `full_hash`, every file's
+    digest is compared too, once per process for an unchanged file (same size and modification time); any write
+    into a file changes its modification time and so forces a new digest.
+    """
     mpath = folder / MANIFEST
     if not folder.is_dir():
         return CacheState(False, "not built yet", folder)
@@ -125,10 +135,14 @@ def check_cache(folder: Path, full_hash: bool = True) -> CacheState:
         p = folder / name
         if not p.is_file():
             return CacheState(False, f"{name} is missing", folder)
-        if p.stat().st_size != meta["size"]:
-            return CacheState(False, f"{name} has {p.stat().st_size} bytes, manifest says {meta['size']}", folder)
-        if full_hash and _digest(p) != meta["blake2b"]:
-            return CacheState(False, f"{name} does not match its digest", folder)
+        st = p.stat()
+        if st.st_size != meta["size"]:
+            return CacheState(False, f"{name} has {st.st_size} bytes, manifest says {meta['size']}", folder)
+        key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+        if full_hash and key not in _VERIFIED:
+            if _digest(p) != meta["blake2b"]:
+                return CacheState(False, f"{name} does not match its digest", folder)
+            _VERIFIED.add(key)
     return CacheState(True, "ok", folder)
 
 
