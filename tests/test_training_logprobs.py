@@ -37,6 +37,12 @@ def test_shared_prompt_forward_equals_full_forward_with_gradients():
     lp_shared, _ = shared_prompt_logprobs(twin, u_ids, u_mask, comp, cmask, reps, 0.9)
     m = cmask.float()
     assert torch.allclose(lp_full * m, lp_shared * m, atol=1e-5)
+    with torch.no_grad():  # the chunked, checkpointed LM head equals the plain logits path
+        plain, ent_plain = full_logprobs(model, torch.cat([p_ids, comp], 1), torch.cat([p_mask, cmask], 1), comp,
+                                         0.9, chunked_head=False)
+        chunked, ent_chunked = full_logprobs(model, torch.cat([p_ids, comp], 1), torch.cat([p_mask, cmask], 1),
+                                             comp, 0.9)
+    assert torch.allclose(plain, chunked, atol=1e-5) and torch.allclose(ent_plain, ent_chunked, atol=1e-4)
     (lp_full * m).sum().backward()
     (lp_shared * m).sum().backward()
     for (n, a), (_, b) in zip(model.named_parameters(), twin.named_parameters()):

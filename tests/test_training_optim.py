@@ -1,0 +1,31 @@
+"""LeanAdamW (bf16 moments with stochastic rounding) tracks fp32 AdamW; plain bf16 rounding would not."""
+
+from __future__ import annotations
+
+import torch
+
+from training.optim import LeanAdamW, make_optimizer, stochastic_round_bf16
+
+
+def test_stochastic_rounding_is_unbiased_where_nearest_rounding_is_not():
+    x = torch.full((200_000,), 1.0 + 2 ** -10)  # between two bf16 neighbours (spacing 2**-7 near 1)
+    sr = stochastic_round_bf16(x, torch.Generator().manual_seed(0)).float()
+    assert abs(float(sr.mean()) - float(x[0])) < 1e-4
+    assert float(x.to(torch.bfloat16).float()[0]) == 1.0  # round-to-nearest loses the increment entirely
+
+
+def test_lean_adamw_tracks_fp32_adamw():
+    torch.manual_seed(0)
+    w0 = torch.randn(4000, 32)
+    a, b = torch.nn.Parameter(w0.clone()), torch.nn.Parameter(w0.clone())
+    ref = torch.optim.AdamW([a], lr=1e-3, betas=(0.9, 0.999), weight_decay=0.01)
+    lean = make_optimizer("adamw-bf16", [b], lr=1e-3, betas=(0.9, 0.999), weight_decay=0.01)
+    assert isinstance(lean, LeanAdamW)
+    for _ in range(150):
+        g = torch.randn(4000, 32) * 0.01 + 0.002
+        a.grad, b.grad = g.clone(), g.clone()
+        ref.step()
+        lean.step()
+    moved = (a - w0).norm()
+    assert float((a - b).norm() / moved) < 0.02
+    assert lean.state[b]["exp_avg"].dtype == torch.bfloat16 and b.grad is None  # state halved, grad freed
