@@ -435,7 +435,9 @@ class GRPOTrainer:
     def _autocast(self) -> Any:
         if self.cfg.model.dtype == "bfloat16" or not self.autocast_bf16:
             return contextlib.nullcontext()
-        return torch.autocast(device_type=self.device_type, dtype=torch.bfloat16)
+        # no weight-cast cache: keeping bf16 copies of every weight alive until the backward costs 270 MB of peak
+        # memory at 135M parameters, re-casting in the backward costs little
+        return torch.autocast(device_type=self.device_type, dtype=torch.bfloat16, cache_enabled=False)
 
     def _update(self, packed: Any, adv: torch.Tensor | None) -> dict[str, float]:
         """num_iterations optimizer steps on one batch; micro-batches accumulate into exactly the batch gradient."""
