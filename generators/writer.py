@@ -33,6 +33,7 @@ from schemas.dataset_spec import DatasetSpec
 STATE = "_state.json"
 MANIFEST = "manifest.json"
 MAX_BATCH_FACTOR = 4  # top-up batches allowed (dedup, quarantine) before giving up short
+MIN_KEEP_RATE = 0.05
 
 
 class OutputExists(FileExistsError):
@@ -56,6 +57,7 @@ class TableState:
     quarantined: int = 0
     duplicates: int = 0
     surplus: int = 0  # valid rows of the last top-up batch beyond the count asked for
+    exhausted: bool = False
     resampled: dict[str, int] = field(default_factory=dict)
     validators: dict[str, dict[str, int]] = field(default_factory=dict)
     done: bool = False
@@ -115,8 +117,8 @@ def _table_batches(spec: DatasetSpec, rt: TableRuntime, wanted: int, st: TableSt
     keys = rt.spec.dedup_by
     cols = public_columns(rt)
     batch = len(st.parts)
-    while st.rows < wanted:
-        if batch >= max_batches:
+    while st.rows < wanted and not st.exhausted:
+        if batch >= max_batches or st.candidates >= wanted * MAX_BATCH_FACTOR + 16:
             break
         remaining = wanted - st.rows
         # top-up batches ask for more candidates when de-duplication or quarantine has been dropping rows
@@ -146,6 +148,10 @@ def _table_batches(spec: DatasetSpec, rt: TableRuntime, wanted: int, st: TableSt
         st.surplus += max(0, frame.height - (wanted - st.rows))
         frame = frame.head(wanted - st.rows)
         st.rows += frame.height
+        # stop topping up when the spec keeps almost nothing (every LLM row invalid, a tiny key space): more of
+        # the same would only spend LLM calls; the manifest and report say how many rows are missing
+        st.exhausted = ((st.candidates >= wanted and st.rows < MIN_KEEP_RATE * st.candidates)
+                        or (frame.height == 0 and size >= 32))
         st.quarantined += res.quarantine.height
         quarantine = res.quarantine.drop(ROW, strict=False)
         batch += 1

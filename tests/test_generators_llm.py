@@ -156,3 +156,18 @@ def test_embedded_rows_failing_pydantic_are_quarantined(embedded, tmp_path):
     q = read_quarantine(tmp_path / "p", "t")
     assert m["tables"]["t"]["rows"] < 2 and q.height >= 1
     assert q["_quarantine_reason"].str.contains("marker ZZQ").all()
+
+
+@pytest.mark.slow
+def test_outlines_backend_for_schemas_outside_the_jump_forward_subset(embedded):
+    model, tok = embedded
+    from schemas.dataset_spec import LLMStructuredColumn
+
+    schema = {"type": "object", "required": ["tags"], "additionalProperties": False,
+              "properties": {"tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]},
+                                      "minItems": 1, "maxItems": 2}}}
+    runner = LLMRunner(model=model, tokenizer=tok)
+    col = LLMStructuredColumn(name="t", prompt="Tags for {x}.", json_schema=schema, max_new_tokens=24, max_retries=1)
+    values, reasons = runner.run_column(col, pl.DataFrame({"x": ["a ticket"]}))
+    assert reasons == [None] and validate_output(values[0], schema)[1] is None
+    assert runner._outlines  # the compiled outlines generator is kept for reuse

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from generators.engine import GenerationError
@@ -166,3 +168,15 @@ def test_validators_quarantine_failing_rows(tmp_path):
     rep = report_for_dir(tmp_path / "v")
     small = rep["tables"]["t"]["validators"]["small"]
     assert 0.4 < small["pass_rate"] < 0.8  # 'report' validators count, never drop
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch=st.integers(50, 400), stop=st.integers(1, 6), seed=st.integers(0, 1000))
+def test_property_stop_anywhere_then_resume_is_identical(tmp_path_factory, batch, stop, seed):
+    tmp = tmp_path_factory.mktemp("resume")
+    spec = small_world(batch_size=batch)
+    spec["tables"]["employees"]["rows"] = 25
+    generate_dataset(spec, 600, tmp / "full", seed=seed)
+    generate_dataset(spec, 600, tmp / "cut", seed=seed, stop_after_parts=stop)
+    generate_dataset(spec, 600, tmp / "cut", seed=seed, resume=True)
+    assert digests(tmp / "full") == digests(tmp / "cut")
