@@ -24,7 +24,7 @@ from typing import Any, Callable
 import polars as pl
 
 from generators.engine import (
-    REASON, ROW, GenerationError, TableRuntime, assign_split, generate_batch, public_columns, runtimes,
+    ROW, GenerationError, TableRuntime, assign_split, generate_batch, public_columns, runtimes,
 )
 from generators.spec_io import load_spec, spec_hash
 from generators.task_io import atomic_write_bytes, atomic_write_parquet
