@@ -86,7 +86,8 @@ def check_config_files(cfg: TrainConfig, where: str = "config") -> None:
     """What the schema cannot check: the dataset exists and the audit report says the reward passed."""
     problems = []
     if not Path(cfg.data.path).exists():
-        problems.append(f"data.path: {cfg.data.path} does not exist")
+        hint = " (build it with `rlvr env tasks --out DIR`)" if cfg.rollout.environment == "workplace" else ""
+        problems.append(f"data.path: {cfg.data.path} does not exist{hint}")
     if cfg.sft is not None and not Path(cfg.sft.data_path).exists():
         problems.append(f"sft.data_path: {cfg.sft.data_path} does not exist")
     if cfg.reward.audit_report and not cfg.reward.allow_unaudited:

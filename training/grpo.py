@@ -396,11 +396,26 @@ class GRPOTrainer:
             cursor=self.cursor,
         )
         record = self._reduce(record)
+        if cfg.eval_every and self.step % cfg.eval_every == 0 and self.dist.main:
+            record.update(self._evaluate())
         if self.dist.main:
             self.metrics.append(record)
         if self.on_step is not None and self.dist.main:
             self.on_step(record)
         return record
+
+    def _evaluate(self) -> dict[str, Any]:
+        """Greedy pass@1 on the first `eval_tasks` tasks of the eval split (logged as eval_pass_at_1)."""
+        from training.train_eval import greedy_pass_at_1
+
+        if not hasattr(self, "_eval_tasks"):
+            self._eval_tasks = load_train_tasks(self.cfg, eval_split=True)[: self.cfg.eval_tasks]
+        if not self._eval_tasks:
+            return {}
+        t0 = time.perf_counter()
+        r = greedy_pass_at_1(self.model, self.tok, self.cfg, self._eval_tasks, reward=self.reward)
+        return {"eval_pass_at_1": r["pass_at_1"], "eval_reward_mean": r["reward_mean"],
+                "eval_time_s": time.perf_counter() - t0}
 
     def _reduce(self, record: dict[str, Any]) -> dict[str, Any]:
         if self.dist.world == 1:
