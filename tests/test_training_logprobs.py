@@ -98,3 +98,16 @@ def test_common_prefix_forward_equals_full_forward_with_gradients():
     lp, _ = full_logprobs(model, torch.cat([rb.prompt_ids, rb.completion_ids], 1),
                           torch.cat([rb.prompt_mask, rb.completion_mask], 1), rb.completion_ids, 1.0)
     assert float(((lp - rb.logprobs).abs() * rb.completion_mask).max()) < 1e-4
+
+
+def test_vllm_is_never_imported_unless_selected():
+    import subprocess
+    import sys
+
+    code = ("import sys, training.grpo, training.rollout, training.multiturn, training.sft, studio.commands.train\n"
+            "assert 'vllm' not in sys.modules, 'vllm imported'\n"
+            "from training.rollout import make_backend\n"
+            "try:\n    make_backend('vllm', None, None)\nexcept RuntimeError as e:\n    print('ERR', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "ERR rollout.backend: vllm needs" in out.stdout

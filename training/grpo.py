@@ -245,6 +245,7 @@ class GRPOTrainer:
         from training.rollout import make_backend
 
         backend = make_backend(cfg.rollout.backend, self.model, self.tok, autocast_bf16=self.autocast_bf16)
+        self.backend = backend
         system = cfg.rollout.system_prompt
 
         def collect(tasks: list[TaskRow], g: int, params: SamplingParams) -> list[Sample]:
@@ -384,6 +385,9 @@ class GRPOTrainer:
                           adv_abs_max=float(adv.abs().max()))
         else:
             loss_stats = self._update(None, None)
+        sync = getattr(getattr(self, "backend", None), "sync_weights", None)
+        if sync is not None:  # an inference engine (vLLM) holds its own copy of the weights
+            sync()
         release_free_memory()
         step_time = time.perf_counter() - t0
         self.step += 1
