@@ -18,12 +18,19 @@ import torch
 CHUNK = 1 << 20
 
 
-def stochastic_round_bf16(x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """fp32 -> bf16, rounding up or down with probability proportional to the distance (unbiased)."""
-    bits = x.contiguous().view(torch.int32)
-    noise = torch.randint(0, 1 << 16, bits.shape, dtype=torch.int32, device=x.device, generator=generator)
+def stochastic_round_bf16(x: torch.Tensor, generator: torch.Generator | None = None,
+                          noise: torch.Tensor | None = None) -> torch.Tensor:
+    """fp32 -> bf16, rounding up or down with probability proportional to the distance (unbiased).
+
+    `noise` (int32 in [0, 2**16), at least as long as x) may be passed to skip drawing fresh random numbers, which
+    is most of the cost; LeanAdamW passes a random window of a pre-drawn buffer."""
+    bits = x.contiguous().view(-1).view(torch.int32)
+    if noise is None:
+        noise = torch.randint(0, 1 << 16, bits.shape, dtype=torch.int32, device=x.device, generator=generator)
+    else:
+        noise = noise[: bits.numel()]
     rounded = (bits + noise) & -65536  # clear the low 16 bits after adding uniform noise below them
-    return rounded.view(torch.float32).to(torch.bfloat16)
+    return rounded.view(torch.float32).to(torch.bfloat16).view(x.shape)
 
 
 class LeanAdamW(torch.optim.Optimizer):
@@ -31,6 +38,9 @@ class LeanAdamW(torch.optim.Optimizer):
                  eps: float = 1e-8, weight_decay: float = 0.0, seed: int = 0):
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
         self._gen = torch.Generator().manual_seed(seed)
+        # one pre-drawn buffer of rounding noise, read through a fresh random window per chunk: drawing 2 x 135M
+        # random integers every step would cost more than the rest of the update
+        self._noise = torch.randint(0, 1 << 16, (4 * CHUNK,), dtype=torch.int32, generator=self._gen)
 
     @torch.no_grad()
     def step(self, closure: Any = None) -> None:
@@ -54,8 +64,9 @@ class LeanAdamW(torch.optim.Optimizer):
                     g = flat_g[s:e].float()
                     m = flat_m[s:e].float().mul_(b1).add_(g, alpha=1 - b1)
                     v = flat_v[s:e].float().mul_(b2).addcmul_(g, g, value=1 - b2)
-                    flat_m[s:e] = stochastic_round_bf16(m, self._gen)
-                    flat_v[s:e] = stochastic_round_bf16(v, self._gen)
+                    o1, o2 = torch.randint(0, 3 * CHUNK, (2,), generator=self._gen).tolist()
+                    flat_m[s:e] = stochastic_round_bf16(m, noise=self._noise[o1:o1 + CHUNK])
+                    flat_v[s:e] = stochastic_round_bf16(v, noise=self._noise[o2:o2 + CHUNK])
                     if wd:
                         flat_p[s:e].mul_(1 - lr * wd)
                     denom = v.sqrt_().div_(math.sqrt(c2)).add_(eps)
