@@ -12,7 +12,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import polars as pl
 from pydantic import ValidationError
@@ -35,6 +35,26 @@ def _decode(value: Any) -> Any:
     return value
 
 
+def iter_jsonl(path: str | Path, error: type[Exception] = None, what: str = "file") -> Iterator[tuple[int, Any]]:
+    """(line number, decoded value) for each non-blank line of a JSONL file.
+
+    The one JSONL reader of the studio: a missing file or a line that is not JSON raises `error` (DatasetError by
+    default; callers pass their own error type) naming the file and the line.
+    """
+    error = error or DatasetError
+    path = Path(path)
+    if not path.is_file():
+        raise error(f"{path}: no such {what}")
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield i, json.loads(line)
+            except ValueError as exc:
+                raise error(f"{path}: line {i} is not valid JSON ({exc})") from exc
+
+
 def read_records(path: str | Path) -> list[dict[str, Any]]:
     """All rows of a Parquet or JSONL dataset as dicts, nested JSON fields decoded."""
     path = Path(path)
@@ -52,15 +72,7 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
         except Exception as exc:  # noqa: BLE001 - polars raises several types for a bad file
             raise DatasetError(f"{path}: not a readable Parquet file ({exc})") from exc
     elif path.suffix in (".jsonl", ".json"):
-        rows = []
-        with open(path, encoding="utf-8") as f:
-            for i, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rows.append(json.loads(line))
-                except ValueError as exc:
-                    raise DatasetError(f"{path}: line {i} is not valid JSON ({exc})") from exc
+        rows = [rec for _, rec in iter_jsonl(path, what="dataset file")]
     else:
         raise DatasetError(f"{path}: expected a .parquet file, a folder of them or a .jsonl file")
     for row in rows:

@@ -10,7 +10,6 @@ The result is a checkpoint with a manifest, registered in the catalog like any o
 from __future__ import annotations
 
 import copy
-import json
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -56,27 +55,20 @@ def pairs_from_report(report: EvalReport, max_pairs_per_prompt: int = 4) -> list
 
 def read_pairs(path: str | Path) -> list[dict[str, Any]]:
     """A JSONL of {prompt, chosen, rejected}; strings or chat-message lists (TRL's two formats)."""
-    path = Path(path)
-    if not path.is_file():
-        raise DPOError(f"{path}: no such pairs file")
+    from generators.task_io import iter_jsonl
+
+    fields = ("prompt", "chosen", "rejected")
     out = []
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except ValueError as exc:
-                raise DPOError(f"{path}: line {i} is not JSON ({exc})") from exc
-            missing = [k for k in ("prompt", "chosen", "rejected") if k not in rec]
-            if missing:
-                raise DPOError(f"{path}: line {i} lacks field(s) {missing}; expected prompt, chosen, rejected")
-            for k in ("prompt", "chosen", "rejected"):
-                if isinstance(rec[k], str):
-                    rec[k] = [{"role": "user" if k == "prompt" else "assistant", "content": rec[k]}]
-                elif not isinstance(rec[k], list):
-                    raise DPOError(f"{path}: line {i} field {k}: expected a string or a list of chat messages")
-            out.append({k: rec[k] for k in ("prompt", "chosen", "rejected")})
+    for i, rec in iter_jsonl(path, DPOError, "pairs file"):
+        missing = [k for k in fields if k not in rec]
+        if missing:
+            raise DPOError(f"{path}: line {i} lacks field(s) {missing}; expected prompt, chosen, rejected")
+        for k in fields:
+            if isinstance(rec[k], str):
+                rec[k] = [{"role": "user" if k == "prompt" else "assistant", "content": rec[k]}]
+            elif not isinstance(rec[k], list):
+                raise DPOError(f"{path}: line {i} field {k}: expected a string or a list of chat messages")
+        out.append({k: rec[k] for k in fields})
     return out
 
 

@@ -188,19 +188,9 @@ def _tool_error(content: str) -> str | None:
 
 
 def read_traces(path: str | Path) -> list[Trace]:
-    path = Path(path)
-    if not path.is_file():
-        raise TriageError(f"{path}: no such trace file")
-    traces = []
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except ValueError as exc:
-                raise TriageError(f"{path}: line {i} is not valid JSON ({exc})") from exc
-            traces.append(parse_trace(rec, i, f"{path}: line {i}"))
+    from generators.task_io import iter_jsonl
+
+    traces = [parse_trace(rec, i, f"{path}: line {i}") for i, rec in iter_jsonl(path, TriageError, "trace file")]
     if not traces:
         raise TriageError(f"{path}: holds no traces")
     return traces

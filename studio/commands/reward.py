@@ -38,35 +38,27 @@ def _fail(msg: str) -> None:
 
 def read_completions(path: Path, trajectory: bool) -> list[dict[str, Any]]:
     """The completion records of a JSONL file, checked line by line (UsageError names the line and field)."""
+    from generators.task_io import iter_jsonl
     from schemas.trajectory import Trajectory
 
-    if not path.is_file():
-        raise UsageError(f"{path}: no such completions file")
     out = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
+    for n, rec in iter_jsonl(path, UsageError, "completions file"):
+        if not isinstance(rec, dict) or "id" not in rec:
+            raise UsageError(f"{path}: line {n} has no 'id' (expected {{\"id\": ..., \"completion\": ...}})")
+        if trajectory:
+            if "trajectory" not in rec:
+                raise UsageError(f"{path}: line {n}: the reward is trajectory-aware, so each line needs a "
+                                 f"'trajectory' object (and optionally 'final_state')")
             try:
-                rec = json.loads(line)
-            except ValueError as exc:
-                raise UsageError(f"{path}: line {n} is not valid JSON ({exc})") from exc
-            if not isinstance(rec, dict) or "id" not in rec:
-                raise UsageError(f"{path}: line {n} has no 'id' (expected {{\"id\": ..., \"completion\": ...}})")
-            if trajectory:
-                if "trajectory" not in rec:
-                    raise UsageError(f"{path}: line {n}: the reward is trajectory-aware, so each line needs a "
-                                     f"'trajectory' object (and optionally 'final_state')")
-                try:
-                    rec["item"] = Trajectory.model_validate(rec["trajectory"])
-                except Exception as exc:  # noqa: BLE001 - pydantic's message names the field
-                    raise UsageError(f"{path}: line {n}: 'trajectory' is not a valid trajectory: {exc}") from exc
-            else:
-                if "completion" not in rec:
-                    raise UsageError(f"{path}: line {n} has no 'completion'")
-                rec["item"] = rec["completion"]
-            rec["id"] = str(rec["id"])
-            out.append(rec)
+                rec["item"] = Trajectory.model_validate(rec["trajectory"])
+            except Exception as exc:  # noqa: BLE001 - pydantic's message names the field
+                raise UsageError(f"{path}: line {n}: 'trajectory' is not a valid trajectory: {exc}") from exc
+        else:
+            if "completion" not in rec:
+                raise UsageError(f"{path}: line {n} has no 'completion'")
+            rec["item"] = rec["completion"]
+        rec["id"] = str(rec["id"])
+        out.append(rec)
     if not out:
         raise UsageError(f"{path}: no completions")
     return out
