@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
+from rewards.atomic_write import atomic_write_text  # noqa: F401 - also used by the CLI and the demo
 from schemas.audit import AuditReport
 
 
@@ -71,20 +70,6 @@ def render_markdown(report: AuditReport) -> str:
         if p.status == "skipped":
             lines.append(f"- skipped {p.family}/{p.probe}: {p.note}")
     return "\n".join(lines) + "\n"
-
-
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
 
 
 def write_json(report: AuditReport, path: str | Path) -> Path:

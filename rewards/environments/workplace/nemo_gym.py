@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -26,6 +24,7 @@ from schemas.tool_prompt import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from schemas.trajectory import Trajectory
 from schemas.workplace import WRITE_TOOLS, tool_specs
 from rewards.environments.workplace.verifier import NEMO_GYM_DIFFERENCES, reason_code, verify_trajectory
+from rewards.atomic_write import atomic_write_text
 from rewards.environments.workplace.world import WorkplaceWorld
 
 NEMO_TODAY = "2023-11-30 23:59:00"
@@ -164,18 +163,8 @@ def task_to_record(task: TaskRow, index: int | None = None) -> dict[str, Any]:
 
 def export_tasks(tasks: Iterable[TaskRow], path: str | Path) -> Path:
     """Write tasks as a NeMo Gym JSONL file, atomically (a temp file renamed into place)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps(task_to_record(t), ensure_ascii=False) + "\n" for t in tasks)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return atomic_write_text(path, text)
 
 
 def user_text(messages: Iterable[Message | dict[str, Any]]) -> str:
