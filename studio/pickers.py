@@ -135,3 +135,26 @@ def load_rows(path: str, mtime: float) -> list[dict[str, Any]]:
 
 def mtime_of(p: Path) -> float:
     return max((q.stat().st_mtime for q in p.rglob("*")), default=0.0) if p.is_dir() else p.stat().st_mtime
+
+
+def pick_source_file(ws: Workspace, folder: str, patterns: tuple[str, ...], *, label: str, new_label: str,
+                     starter: str, new_name: str, key: str, column: Any = st) -> tuple[str, str, str]:
+    """Choose a file of the workspace's `folder` or a new one; returns (choice, its text, default save name).
+
+    The Datasets and Rewards editors both start from this, so that the list, the new-file starter and the
+    resolution inside the workspace behave the same on every page.
+    """
+    names = [ws.rel(p) for p in ws.files(folder, *patterns)] + [new_label]
+    choice = column.selectbox(label, names, key=key)
+    if choice == new_label:
+        return choice, starter, new_name
+    path = ws.resolve(choice, must_exist=True)
+    return choice, path.read_text(encoding="utf-8"), choice
+
+
+def save_source_file(target: Path, text: str) -> None:
+    """Write an edited spec or reward atomically: a crash mid-save never leaves the user's file half-written."""
+    from generators.task_io import atomic_write_bytes
+
+    atomic_write_bytes(target, text.encode("utf-8"))
+

@@ -15,6 +15,7 @@ import streamlit as st
 import yaml
 
 from studio.page_guard import run_page
+from studio.pickers import pick_source_file, save_source_file
 from studio.workspace import Workspace
 from studio.yaml_locations import annotate, line_of, split_problem, yaml_error_line
 
@@ -68,15 +69,10 @@ def render(ws: Workspace) -> None:
 
 
 def _editor(ws: Workspace):
-    specs = ws.files("specs", "*.yaml", "*.yml")
-    names = [ws.rel(p) for p in specs] + [NEW_SPEC]
     c1, c2 = st.columns([3, 1])
-    choice = c1.selectbox("spec", names, key="spec_choice")
-    if choice == NEW_SPEC:
-        source_text, save_name = STARTER, "specs/my_spec.yaml"
-    else:
-        path = ws.resolve(choice, must_exist=True)
-        source_text, save_name = path.read_text(encoding="utf-8"), choice
+    choice, source_text, save_name = pick_source_file(
+        ws, "specs", ("*.yaml", "*.yml"), label="spec", new_label=NEW_SPEC, starter=STARTER,
+        new_name="specs/my_spec.yaml", key="spec_choice", column=c1)
     text = st.text_area("spec (YAML)", value=source_text, height=360, key=f"spec_text::{choice}")
     spec, problems = check_spec_text(text)
     if problems:
@@ -93,8 +89,7 @@ def _editor(ws: Workspace):
         if not target.is_relative_to(ws.dir("specs")):
             st.error("specs are saved under specs/")
         else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+            save_source_file(target, text)
             st.success(f"saved `{ws.rel(target)}`")
     return spec
 

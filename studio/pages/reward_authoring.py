@@ -16,7 +16,7 @@ import polars as pl
 import streamlit as st
 
 from studio.page_guard import run_page
-from studio.pickers import mtime_of, function_names, load_rows, task_tables
+from studio.pickers import function_names, load_rows, mtime_of, pick_source_file, save_source_file, task_tables
 from studio.workspace import Workspace
 
 TITLE = "Rewards"
@@ -62,15 +62,10 @@ def render(ws: Workspace) -> None:
 
 
 def _editor(ws: Workspace) -> str | None:
-    files = ws.files("rewards", "*.py")
-    names = [ws.rel(p) for p in files] + [NEW_FILE]
     c1, c2 = st.columns([3, 1])
-    choice = c1.selectbox("reward file", names, key="reward_file")
-    if choice == NEW_FILE:
-        text0, save_name = STARTER, "rewards/my_reward.py"
-    else:
-        path = ws.resolve(choice, must_exist=True)
-        text0, save_name = path.read_text(encoding="utf-8"), choice
+    choice, text0, save_name = pick_source_file(
+        ws, "rewards", ("*.py",), label="reward file", new_label=NEW_FILE, starter=STARTER,
+        new_name="rewards/my_reward.py", key="reward_file", column=c1)
     code = st.text_area("reward code (Python)", value=text0, height=300, key=f"reward_code::{choice}")
     try:
         compile(code, save_name, "exec")
@@ -84,7 +79,7 @@ def _editor(ws: Workspace) -> str | None:
         if target.suffix != ".py" or not target.is_relative_to(ws.dir("rewards")):
             st.error("reward files are saved as rewards/<name>.py")
             return None
-        target.write_text(code, encoding="utf-8")
+        save_source_file(target, code)
         st.success(f"saved `{ws.rel(target)}`")
         choice = ws.rel(target)
     if choice == NEW_FILE:
