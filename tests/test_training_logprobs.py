@@ -8,7 +8,7 @@ import copy
 import torch
 
 from training.logprobs import full_logprobs, shared_groups, shared_prompt_logprobs
-from training.rollout import SamplingParams, TransformersBackend, left_pad
+from training.rollout import SamplingParams, TransformersBackend, continue_tokens, left_pad, sample_tokens, sample_with_state
 
 
 def _tiny():
@@ -111,3 +111,33 @@ def test_vllm_is_never_imported_unless_selected():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "ERR rollout.backend: vllm needs" in out.stdout
+
+
+def test_a_kept_kv_cache_continues_exactly_like_a_fresh_run():
+    """Multi-turn rollouts keep the batch's KV cache between turns and feed only the new tokens (ragged, padded in
+    the middle of rows, rows dropped as episodes end); the next turn must be what a run from scratch gives."""
+    model, tok = _tiny()
+    eos = {tok.eos_token_id}
+    greedy = SamplingParams(max_new_tokens=5, temperature=0.0)
+    prompts = [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14]]
+    ids, mask = left_pad(prompts, tok.pad_token_id)
+    (t1, m1, _, _), state = sample_with_state(model, ids, mask, greedy, eos_ids=eos, pad_id=tok.pad_token_id)
+    streams = [p + t1[i, :int(m1[i].sum())].tolist() for i, p in enumerate(prompts)]
+    assert all(len(s) - 1 <= f <= len(s) for f, s in zip(state.fed(), streams))  # the last sampled may be unfed
+    extra = [[301, 302, 303, 304], [305]]  # tool results of different lengths
+    streams = [s + e for s, e in zip(streams, extra)]
+    for keep in ([0, 1], [1]):  # both rows, then with the first episode finished
+        st = copy.copy(state)
+        st.cache = copy.deepcopy(state.cache)
+        if keep != [0, 1]:
+            st.select(keep)
+        fed = st.fed()
+        new = [streams[r][f:] for r, f in zip(keep, fed)]
+        (t2, m2, lp2, _), _ = continue_tokens(model, st, new, greedy, eos_ids=eos, pad_id=tok.pad_token_id)
+        for j, r in enumerate(keep):
+            fresh_ids, fresh_mask = left_pad([streams[r]], tok.pad_token_id)
+            t_ref, m_ref, lp_ref, _ = sample_tokens(model, fresh_ids, fresh_mask, greedy, eos_ids=eos,
+                                                    pad_id=tok.pad_token_id)
+            n = int(m_ref[0].sum())
+            assert t2[j, :n].tolist() == t_ref[0, :n].tolist()
+            assert torch.allclose(lp2[j, :n], lp_ref[0, :n], atol=1e-4)

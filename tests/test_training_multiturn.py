@@ -20,8 +20,8 @@ FINAL = "Nothing needed to change."
 
 
 class ScriptedLM(torch.nn.Module):
-    """Turn k of every episode replies script[k] (then its end token). The turn is read from the prefill input:
-    the number of assistant headers in it (the generation prompt of turn 1, plus one per earlier turn)."""
+    """Turn k of every episode replies script[k] (then its end token). The turn is read at each prefill: the number
+    of assistant headers the row has seen (the generation prompt of turn 1, plus one per earlier turn)."""
 
     def __init__(self, tok, replies):
         super().__init__()
@@ -33,20 +33,19 @@ class ScriptedLM(torch.nn.Module):
         self.turn: list[int] = []
         self.pos: list[int] = []
 
-    def _count(self, row):
-        h, n = self.header, 0
-        for i in range(len(row) - len(h) + 1):
-            n += row[i:i + len(h)] == h
-        return n
-
     def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=None,
                 logits_to_keep=None, **kw):
         b, length = input_ids.shape
-        if past_key_values is not None:
-            k = torch.zeros(b, 1, length, 1)
-            past_key_values.update(k, k.clone(), 0)
+        # the cache holds a 1 where an assistant header ends, so the turn count survives a prefill that feeds only
+        # the new tokens of a turn (the rollout keeps its KV cache between turns)
+        marks = torch.zeros(b, 1, length, 1)
+        h = len(self.header)
+        for i, row in enumerate(input_ids.tolist()):
+            for j in range(h - 1, length):
+                marks[i, 0, j, 0] = float(row[j - h + 1:j + 1] == self.header)
+        seen = past_key_values.update(marks, marks.clone(), 0)[0] if past_key_values is not None else marks
         if length > 1 or not self.turn:  # a prefill: read the turn from the context
-            self.turn = [max(0, self._count(r.tolist()) - 1) for r in input_ids]
+            self.turn = [max(0, int(c) - 1) for c in seen.sum(dim=(1, 2, 3)).tolist()]
             self.pos = [0] * b
         else:
             if len(self.turn) != b:  # the prompt's cache was repeated for the group

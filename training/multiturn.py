@@ -4,8 +4,9 @@ loop (`rewards.environments.loop.ToolLoop`), with token bookkeeping for the loss
 Per episode the trainer keeps one token stream: the initial prompt, then for every turn the tokens the policy
 sampled (loss mask 1, with their sampling log-probs) followed by the template's rendering of the tool results and
 the next generation prompt (loss mask 0: tool output is context, never trained on). The environment's system
-prompt is the same for every task, so it is run once per turn for the whole batch (`training.logprobs.prefill`),
-not once per episode. The episode's verdict comes from the environment's verifier (`reward.function: env` or
+prompt is the same for every task, so it is run once for the whole batch (`training.logprobs.prefill`), not once
+per episode, and the batch's KV cache is kept from turn to turn (`training.rollout.KVState`): a later turn feeds
+only the tool results and the next generation prompt, not the whole conversation again. The episode's verdict comes from the environment's verifier (`reward.function: env` or
 `env:binary`) or from a trajectory reward loaded from a file.
 """
 
@@ -21,7 +22,7 @@ import torch
 from schemas.rewards import RewardResult
 from schemas.task import TaskRow
 from schemas.train_config import TrainConfig
-from training.rollout import SamplingParams, end_token_ids, left_pad, sample_tokens
+from training.rollout import SamplingParams, continue_tokens, end_token_ids, left_pad, sample_with_state
 from training.samples import Sample
 
 
@@ -131,6 +132,8 @@ class EnvironmentCollector:
                 plen = common_prefix_len([e.prompt_ids for e in episodes])
                 pcache = prefill(self.model, torch.tensor([episodes[0].prompt_ids[:plen]], device=device)) if plen else None
                 turn = 0
+                state = None  # the KV cache of the episodes still running, rows in `order`
+                order: list[Episode] = []
                 while True:
                     active = [e for e in episodes if not e.loop.done and not e.cut]
                     if not active:
@@ -141,17 +144,26 @@ class EnvironmentCollector:
                         for e in active:
                             e.cut = True
                         break
-                    rows = [(e.prompt_ids + e.completion_ids)[plen:] for e in active]
-                    repeats = g if turn == 0 and len(active) == len(episodes) else 1
-                    uniq = rows[::repeats]
-                    ids, mask = left_pad(uniq, self.tok.pad_token_id)
-                    first = int((mask.sum(0) > 0).nonzero().min())
                     p = SamplingParams(max_new_tokens=max_new, temperature=params.temperature, top_p=params.top_p,
                                        top_k=params.top_k, seed=params.seed)
-                    out_ids, out_mask, out_lp, ended = sample_tokens(
-                        self.model, ids[:, first:].to(device), mask[:, first:].to(device), p, eos_ids=self.eos_ids,
-                        pad_id=self.tok.pad_token_id, generator=gen, repeats=repeats, prefix_cache=pcache,
-                        prefix_len=plen)
+                    if state is None:
+                        rows = [(e.prompt_ids + e.completion_ids)[plen:] for e in active]
+                        repeats = g if turn == 0 and len(active) == len(episodes) else 1
+                        ids, mask = left_pad(rows[::repeats], self.tok.pad_token_id)
+                        first = int((mask.sum(0) > 0).nonzero().min())
+                        (out_ids, out_mask, out_lp, ended), state = sample_with_state(
+                            self.model, ids[:, first:].to(device), mask[:, first:].to(device), p, eos_ids=self.eos_ids,
+                            pad_id=self.tok.pad_token_id, generator=gen, repeats=repeats, prefix_cache=pcache,
+                            prefix_len=plen)
+                    else:  # later turns feed only what the cache lacks: the tool results and the next prompt
+                        row_of = {id(e): i for i, e in enumerate(order)}
+                        state.select([row_of[id(e)] for e in active])
+                        streams = [e.prompt_ids + e.completion_ids for e in active]
+                        new = [s[f:] for s, f in zip(streams, state.fed())]
+                        (out_ids, out_mask, out_lp, ended), state = continue_tokens(
+                            self.model, state, new, p, eos_ids=self.eos_ids, pad_id=self.tok.pad_token_id,
+                            generator=gen)
+                    order = active
                     for i, e in enumerate(active):
                         n = int(out_mask[i].sum())
                         toks = out_ids[i, :n].tolist()

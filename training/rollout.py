@@ -108,6 +108,40 @@ def _filter_logits(logits: Tensor, top_k: int, top_p: float) -> Tensor:
     return logits
 
 
+@dataclass
+class KVState:
+    """A batch's KV cache and 2-D attention mask after a sampling call: every token fed so far (prefix, prompt,
+    sampled tokens but each row's last one; padding masked out), rows in the caller's order.
+
+    Why: a multi-turn rollout would otherwise re-run the whole conversation (system prompt, tool results, earlier
+    replies) at every turn; with the state kept, the next turn feeds only the tokens not yet in the cache."""
+
+    cache: Any
+    attn: Tensor
+
+    def fed(self) -> list[int]:
+        """Per row, how many of its real tokens the cache holds."""
+        return [int(x) for x in self.attn.sum(-1).tolist()]
+
+    def select(self, rows: list[int]) -> None:
+        """Keep only `rows` (in that order), e.g. the episodes still running."""
+        idx = torch.tensor(rows, dtype=torch.long, device=self.attn.device)
+        for layer in self.cache.layers:
+            layer.batch_select_indices(idx)
+        self.attn = self.attn[idx]
+        keep = self.attn.sum(0) > 0  # drop columns that are padding in every remaining row
+        if not bool(keep.all()):
+            first = int(keep.nonzero().min())
+            if first:
+                for layer in self.cache.layers:
+                    layer.keys = layer.keys[..., first:, :]
+                    layer.values = layer.values[..., first:, :]
+                self.attn = self.attn[:, first:]
+
+
+Sampled = tuple[Tensor, Tensor, Tensor, Tensor]
+
+
 @torch.no_grad()
 def sample_tokens(
     model: Any,
@@ -121,13 +155,32 @@ def sample_tokens(
     repeats: int = 1,
     prefix_cache: Any = None,
     prefix_len: int = 0,
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+) -> Sampled:
     """Sample up to max_new_tokens per row with a KV cache. Returns (ids, mask, logprobs, ended), each (B, T) but
     `ended` (B,). A row's mask covers its tokens up to and including its end token.
 
     With `repeats` > 1 the prompts are distinct and each is completed `repeats` times: the prompt is run once and
     its cache repeated (B = prompts x repeats). With `prefix_cache` (one row of `prefix_len` tokens, see
     `training.logprobs.prefill`), every prompt is that prefix followed by its row of `prompt_ids`."""
+    return sample_with_state(model, prompt_ids, prompt_mask, params, eos_ids=eos_ids, pad_id=pad_id,
+                             generator=generator, repeats=repeats, prefix_cache=prefix_cache, prefix_len=prefix_len)[0]
+
+
+@torch.no_grad()
+def sample_with_state(
+    model: Any,
+    prompt_ids: Tensor,
+    prompt_mask: Tensor,
+    params: SamplingParams,
+    *,
+    eos_ids: set[int],
+    pad_id: int,
+    generator: torch.Generator | None = None,
+    repeats: int = 1,
+    prefix_cache: Any = None,
+    prefix_len: int = 0,
+) -> tuple[Sampled, KVState]:
+    """`sample_tokens`, also returning the KV state to continue the same rows with `continue_tokens`."""
     from transformers import DynamicCache
 
     from training.logprobs import model_forward, repeat_cache
@@ -142,18 +195,57 @@ def sample_tokens(
         attn = prompt_mask
     out = model_forward(model, input_ids=prompt_ids, attention_mask=attn, position_ids=positions(attn)[:, attn.shape[1] - prompt_ids.shape[1]:],
                         cache=cache, use_cache=True, logits_to_keep=1)
+    logits = out.logits[:, -1, :]
     if repeats > 1:
         for layer in cache.layers:
             layer.batch_repeat_interleave(repeats)
         attn = attn.repeat_interleave(repeats, dim=0)
-        out.logits = out.logits.repeat_interleave(repeats, dim=0)
+        logits = logits.repeat_interleave(repeats, dim=0)
+    return _decode(model, logits, KVState(cache, attn), params, eos_ids=eos_ids, pad_id=pad_id, generator=generator)
+
+
+@torch.no_grad()
+def continue_tokens(
+    model: Any,
+    state: KVState,
+    new_ids: list[list[int]],
+    params: SamplingParams,
+    *,
+    eos_ids: set[int],
+    pad_id: int,
+    generator: torch.Generator | None = None,
+) -> tuple[Sampled, KVState]:
+    """Feed each row its tokens not yet in `state` (left-padded into one block; at least one per row), then sample.
+
+    Padding in the middle of a row is masked and skipped by the position ids, so each row sees exactly its own
+    conversation, as if it had been run from the start."""
+    from training.logprobs import model_forward
+
+    if len(new_ids) != state.attn.shape[0] or any(not r for r in new_ids):
+        raise ValueError("continue_tokens needs one non-empty row of new tokens per cached row")
+    device = state.attn.device
+    ids, mask = left_pad(new_ids, pad_id)
+    attn = torch.cat([state.attn, mask.to(device)], dim=1)
+    out = model_forward(model, input_ids=ids.to(device), attention_mask=attn, position_ids=positions(attn)[:, -ids.shape[1]:],
+                        cache=state.cache, use_cache=True, logits_to_keep=1)
+    return _decode(model, out.logits[:, -1, :], KVState(state.cache, attn), params, eos_ids=eos_ids, pad_id=pad_id,
+                   generator=generator)
+
+
+def _decode(model: Any, logits: Tensor, state: KVState, params: SamplingParams, *, eos_ids: set[int], pad_id: int,
+            generator: torch.Generator | None) -> tuple[Sampled, KVState]:
+    """The sampling loop from the next-token logits of every row; appends what it feeds to `state`."""
+    from training.logprobs import model_forward
+
+    attn, cache = state.attn, state.cache
+    device = attn.device
     b = attn.shape[0]
     next_pos = attn.sum(-1, keepdim=True)
     eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=device)
     done = torch.zeros(b, dtype=torch.bool, device=device)
     ids, lps, masks = [], [], []
     for _ in range(params.max_new_tokens):
-        logits = out.logits[:, -1, :].float()
+        logits = logits.float()
         if params.temperature <= 0:  # greedy (evaluation): log-probs under temperature 1
             tok = logits.argmax(-1)
             lp = token_logprobs(logits, tok)
@@ -174,8 +266,9 @@ def sample_tokens(
         attn = torch.cat([attn, live.long().unsqueeze(-1)], dim=-1)
         out = model_forward(model, input_ids=tok.unsqueeze(-1), attention_mask=attn, position_ids=next_pos, cache=cache,
                             use_cache=True)
+        logits = out.logits[:, -1, :]
         next_pos = next_pos + 1
-    return torch.stack(ids, 1), torch.stack(masks, 1), torch.stack(lps, 1), done
+    return (torch.stack(ids, 1), torch.stack(masks, 1), torch.stack(lps, 1), done), KVState(cache, attn)
 
 
 def end_token_ids(tokenizer: Any, model: Any | None = None) -> set[int]:
