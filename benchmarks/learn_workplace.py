@@ -1,14 +1,22 @@
 """Does the bundled trainer turn the embedded model into a better workplace agent? Held-out pass@1 of the base model,
-after SFT on demonstrations, and after SFT + GRPO, with wall times.
+after SFT on demonstrations, and after SFT + GRPO, with wall times; then the same with a strict binary reward, ours
+(SFT warm start + DAPO dynamic sampling) next to TRL 1.16's GRPOTrainer (no warm start, no dynamic sampling).
 
-    .venv/bin/python benchmarks/learn_workplace.py --budget-min 55        # what fits in the budget
-    .venv/bin/python benchmarks/learn_workplace.py --eval-tasks 60 --sft-steps 200 --grpo-steps 40
+    .venv/bin/python benchmarks/learn_workplace.py                      # both parts: ~60 + ~30 minutes on 2 cores
+    .venv/bin/python benchmarks/learn_workplace.py --part main          # base / SFT / SFT+GRPO (shaped reward)
+    .venv/bin/python benchmarks/learn_workplace.py --part strict        # binary reward, ours vs TRL (reuses main's SFT)
 
 Everything runs through the library: `studio.workplace_dataset.build_dataset` (tasks, world, demonstrations),
 `training.sft.run_sft` (TRL SFTTrainer), `training.grpo.GRPOTrainer` (multi-turn rollouts in the workplace
-environment, the verifier's shaped reward, DAPO loss and dynamic sampling) and `training.train_eval.greedy_pass_at_1`
-(greedy episodes through the same tool loop, binary verdict). The JSON is rewritten after every stage, so a run
-cut short still says exactly what ran (`stages_completed`, `complete`).
+environment, DAPO loss, dynamic sampling) and `training.train_eval.greedy_pass_at_1` (greedy episodes through the
+same tool loop, the verifier's binary verdict). The held-out tasks are a fixed random sample of the test split (which
+also holds the templates no training task uses). The JSON is rewritten after every stage, so a run cut short still
+says exactly what ran (`stages_completed`, `complete`).
+
+TRL's side of the strict comparison: TRL 1.16 runs tools only through a chat template that renders tool calls, which
+SmolLM2's does not, so its run is single-turn: the reward function runs the one reply's tool calls in the environment
+and returns the verifier's binary verdict on the resulting state (the most a single reply can earn). Its held-out
+pass@1 after training is measured with the same multi-turn evaluation as ours.
 """
 
 from __future__ import annotations
@@ -16,14 +24,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import resource
+import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 RESULT = ROOT / "benchmarks" / "results" / "learn_workplace.json"
 PLOT = ROOT / "benchmarks" / "results" / "learn_workplace.png"
+STAGES = ("base", "sft", "sft_grpo")
 
 
 def _write(out: dict) -> None:
@@ -33,23 +46,40 @@ def _write(out: dict) -> None:
     os.replace(tmp, RESULT)
 
 
-def _plot(out: dict, metrics: list[dict]) -> None:
+def _plot(out: dict) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    stages = [s for s in ("base", "sft", "sft_grpo") if s in out["pass_at_1"]]
-    axes[0].bar(stages, [100 * out["pass_at_1"][s] for s in stages], color=["#999", "#69c", "#2a7"][: len(stages)])
+    strict = out.get("strict_binary") or {}
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    bars = [(s, out["pass_at_1"][s]) for s in STAGES if s in out["pass_at_1"]]
+    bars += [(f"strict:{k}", v) for k, v in (strict.get("pass_at_1") or {}).items()]
+    colors = {"base": "#999", "sft": "#69c", "sft_grpo": "#2a7", "strict:ours_sft_grpo": "#2a7", "strict:trl_grpo": "#c63"}
+    axes[0].bar([b[0] for b in bars], [100 * b[1] for b in bars], color=[colors.get(b[0], "#888") for b in bars])
     axes[0].set_ylabel("held-out pass@1 (%)")
     axes[0].set_title(f"workplace test tasks (n={out['eval_tasks']})", fontsize=9)
-    if metrics:
-        axes[1].plot([m["step"] for m in metrics], [m.get("reward_mean", 0) for m in metrics], label="reward")
-        axes[1].plot([m["step"] for m in metrics], [m.get("pass_rate", 0) for m in metrics], label="pass rate")
+    axes[0].tick_params(axis="x", labelsize=7, rotation=20)
+    m = out.get("grpo_metrics") or []
+    if m:
+        axes[1].plot([r["step"] for r in m], [r.get("reward_mean") or 0 for r in m], label="reward (shaped)")
+        axes[1].plot([r["step"] for r in m], [r.get("pass_rate") or 0 for r in m], label="pass rate")
         axes[1].legend(fontsize=8)
-    axes[1].set_title("GRPO (DAPO) training samples", fontsize=9)
+    axes[1].set_title("GRPO (DAPO) samples, shaped reward", fontsize=9)
     axes[1].set_xlabel("step")
+    for name, key, color in (("ours (SFT warm start + dynamic sampling)", "ours_metrics", "#2a7"),
+                             ("TRL 1.16 (base model)", "trl_metrics", "#c63")):
+        rows = strict.get(key) or []
+        if rows:
+            axes[2].plot([r["step"] for r in rows], [r.get("zero_variance_frac") or 0 for r in rows], color=color,
+                         label=f"{name}: zero-variance groups")
+            axes[2].plot([r["step"] for r in rows], [r.get("reward_mean") or 0 for r in rows], color=color,
+                         linestyle="--", label=f"{name}: reward")
+    if strict:
+        axes[2].legend(fontsize=6)
+    axes[2].set_title("strict binary reward", fontsize=9)
+    axes[2].set_xlabel("step")
     fig.tight_layout()
     tmp = PLOT.with_name(".learn_workplace.tmp.png")
     fig.savefig(tmp, dpi=90)
@@ -57,130 +87,291 @@ def _plot(out: dict, metrics: list[dict]) -> None:
     os.replace(tmp, PLOT)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--work", type=Path, default=ROOT / "runs" / "learn_workplace")
-    ap.add_argument("--tasks", type=int, default=600, help="tasks generated (train/validation/test split by template)")
-    ap.add_argument("--eval-tasks", type=int, default=24)
-    ap.add_argument("--sft-steps", type=int, default=40)
-    ap.add_argument("--sft-lr", type=float, default=5e-5)
-    ap.add_argument("--grpo-steps", type=int, default=8)
-    ap.add_argument("--grpo-lr", type=float, default=2e-6)
-    ap.add_argument("--max-turns", type=int, default=4)
-    ap.add_argument("--max-new-tokens", type=int, default=96)
-    ap.add_argument("--precision", default="bf16-autocast", choices=["fp32", "bf16-autocast"])
-    ap.add_argument("--budget-min", type=float, default=60.0, help="stop starting GRPO steps past this wall time")
-    a = ap.parse_args()
-    t_start = time.time()
-    deadline = t_start + a.budget_min * 60
-    os.environ.setdefault("RLVR_THREADS", "1")
-
-    from generators.task_io import read_tasks
-    from studio.workplace_dataset import build_dataset
+def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: str, steps: int) -> Any:
     from training.config_io import parse_train_config
-    from training.grpo import GRPOTrainer
-    from training.model import configure_threads, load_model
-    from training.sft import run_sft
-    from training.train_eval import greedy_pass_at_1
 
-    threads = configure_threads()
-    data = a.work / "data"
-    if not (data / "manifest.json").exists():
-        build_dataset(data, n=a.tasks)
-    test = read_tasks(data / "test.parquet")[: a.eval_tasks]
-    cfg = parse_train_config({
-        "name": "learn-workplace", "seed": 0, "output_dir": str(a.work / "run"), "threads": threads,
-        "steps": a.grpo_steps, "batch_size": 8,
+    return parse_train_config({
+        "name": f"learn-workplace-{run}", "seed": 0, "output_dir": str(a.work / run), "threads": threads,
+        "steps": steps, "batch_size": a.grpo_batch,
         "model": {"name": "default", "precision": a.precision},
         "data": {"path": str(data), "split": "train"},
-        "reward": {"function": "env", "allow_unaudited": True},
+        "reward": {"function": reward, "allow_unaudited": True},
         "rollout": {"environment": "workplace", "num_generations": 4, "max_turns": a.max_turns,
-                    "max_new_tokens": a.max_new_tokens, "max_total_tokens": 2600, "temperature": 1.0},
-        "loss": {"type": "dapo"}, "dynamic_sampling": {"enabled": True, "max_rounds": 2},
+                    "max_new_tokens": a.max_new_tokens, "max_total_tokens": 3072, "temperature": 1.0},
+        "loss": {"type": "dapo"}, "dynamic_sampling": {"enabled": True, "max_rounds": a.ds_rounds},
         "optim": {"lr": a.grpo_lr, "optimizer": "adamw-bf16", "micro_batch_size": 4},
         "sft": {"data_path": str(data / "demonstrations.jsonl"), "max_steps": a.sft_steps, "lr": a.sft_lr,
-                "batch_size": 2, "max_length": 2600},
+                "batch_size": 1, "gradient_accumulation_steps": a.sft_accum, "max_length": 3072,
+                "scheduler": "cosine", "warmup_ratio": 0.05, "max_minutes": a.sft_minutes},
         "checkpoint": {"every": 1000, "keep": 1},
     })
-    out: dict = {
-        "benchmark": "learn_workplace",
-        "command": "RLVR_THREADS=1 .venv/bin/python benchmarks/learn_workplace.py " + " ".join(sys.argv[1:]),
-        "setup": {"model": "SmolLM2-135M-Instruct (embedded)", "eval": "greedy, one episode per task, binary verdict",
-                  "eval_tasks": len(test), "train_reward": "workplace verifier, shaped", "loss": "dapo",
-                  "dynamic_sampling": True, "sft_steps": a.sft_steps, "grpo_steps_planned": a.grpo_steps,
-                  "max_turns": a.max_turns, "max_new_tokens": a.max_new_tokens, "precision": a.precision,
-                  "torch_threads": threads, "cpu_count": os.cpu_count()},
-        "eval_tasks": len(test), "pass_at_1": {}, "eval": {}, "wall_s": {}, "stages_completed": [],
-        "complete": False,
-        "strict_binary_vs_trl": "not run (time budget); see the note in the final report",
-    }
-    _write(out)
 
-    def stage_eval(name: str, model, tok) -> None:
+
+class Stage:
+    """Evaluation and bookkeeping shared by both parts."""
+
+    def __init__(self, out: dict, test: list, cfg: Any, eval_batch: int):
+        self.out, self.test, self.cfg, self.eval_batch = out, test, cfg, eval_batch
+
+    def evaluate(self, name: str, model: Any, tok: Any, into: dict | None = None) -> float:
+        from training.train_eval import greedy_pass_at_1
+
         t0 = time.time()
-        r = greedy_pass_at_1(model, tok, cfg, test, batch=8)
-        out["pass_at_1"][name] = r["pass_at_1"]
-        out["eval"][name] = r
-        out["wall_s"][f"eval_{name}"] = round(time.time() - t0, 1)
-        out["stages_completed"].append(f"eval_{name}")
-        print(f"{name}: pass@1 {r['pass_at_1']:.3f} ({r['passed']}/{r['n']}) in {time.time() - t0:.0f}s", flush=True)
-        _write(out)
-        _plot(out, [])
+        r = greedy_pass_at_1(model, tok, self.cfg, self.test, batch=self.eval_batch)
+        box = self.out if into is None else into
+        box.setdefault("pass_at_1", {})[name] = r["pass_at_1"]
+        box.setdefault("eval", {})[name] = r
+        box.setdefault("wall_s", {})[f"eval_{name}"] = round(time.time() - t0, 1)
+        self.out["stages_completed"].append(f"eval_{name}")
+        print(f"{name}: pass@1 {r['pass_at_1']:.3f} ({r['passed']}/{r['n']}) {r['fail_reasons']} "
+              f"in {time.time() - t0:.0f}s", flush=True)
+        _write(self.out)
+        _plot(self.out)
+        return r["pass_at_1"]
 
-    model, tok = load_model("default", threads=threads)
-    stage_eval("base", model, tok)
 
-    t0 = time.time()
-    sft_dir = run_sft(cfg, model=model, tokenizer=tok,
-                      on_log=lambda r: print(f"sft {r.get('step')}: {r.get('loss', '')}", flush=True))
-    out["wall_s"]["sft"] = round(time.time() - t0, 1)
-    out["stages_completed"].append("sft")
-    out["sft_info"] = json.loads((sft_dir / "sft_info.json").read_text())
-    _write(out)
-    model, tok = load_model(str(sft_dir), threads=threads)
-    stage_eval("sft", model, tok)
+def grpo(cfg: Any, init_from: str, deadline: float, eval_s: float) -> tuple[Any, list[dict]]:
+    """Our GRPO from `init_from`, starting no step that would not finish (with the final evaluation) by `deadline`."""
+    from training.grpo import GRPOTrainer
 
-    t0 = time.time()
-    left_min = (deadline - time.time()) / 60
     metrics: list[dict] = []
-    step_times: list[float] = []
 
     def on_step(rec: dict) -> None:
         metrics.append(rec)
-        step_times.append(rec["step_time_s"])
         print(f"grpo {rec['step']}: reward {rec.get('reward_mean')} pass {rec.get('pass_rate')} "
               f"kept {rec.get('groups_kept')}/{rec.get('groups_sampled')} {rec['step_time_s']:.0f}s", flush=True)
 
     class Budget(GRPOTrainer):
-        def train_step(self):  # stop starting steps that would not finish before the deadline (eval must fit)
+        def train_step(self):
             rec = super().train_step()
-            avg = sum(step_times) / len(step_times) if step_times else 0
-            if time.time() + avg + out["wall_s"]["eval_sft"] * 1.3 > deadline:
-                self.stop_after = len(step_times)
+            slowest = max(m["step_time_s"] for m in metrics) if metrics else 0
+            if time.time() + slowest + eval_s > deadline:
+                self.stop_after = len(metrics)
             return rec
 
-    import shutil
-
-    shutil.rmtree(a.work / "run" / "checkpoints", ignore_errors=True)
-    (a.work / "run" / "metrics.jsonl").unlink(missing_ok=True)
-    trainer = Budget(cfg, model=model, tokenizer=tok, init_from=str(sft_dir), on_step=on_step)
+    shutil.rmtree(Path(cfg.output_dir), ignore_errors=True)
+    trainer = Budget(cfg, init_from=init_from, on_step=on_step)
     trainer.train()
+    keep = ("step", "reward_mean", "pass_rate", "groups_kept", "groups_sampled", "zero_variance_frac", "ds_rounds",
+            "step_time_s", "completion_len_mean", "tokens_per_s")
+    return trainer, [{k: m.get(k) for k in keep} for m in metrics]
+
+
+def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads: int) -> None:
+    from training.model import load_model
+    from training.sft import run_sft
+
+    t_start = time.time()
+    deadline = t_start + a.budget_min * 60
+    cfg = _config(a, data, threads, "main", "env", a.grpo_steps)
+    st = Stage(out, test, cfg, a.eval_batch)
+    model, tok = load_model("default", threads=threads)
+    st.evaluate("base", model, tok)
+
+    t0 = time.time()
+    sft_dir = run_sft(cfg, model=model, tokenizer=tok, out_dir=a.work / "sft",
+                      on_log=lambda r: print(f"sft {r.get('step')}/{r.get('max_steps')}: loss {r.get('loss', '')}",
+                                             flush=True) if "loss" in r else None)
+    out["wall_s"]["sft"] = round(time.time() - t0, 1)
+    out["stages_completed"].append("sft")
+    out["sft_info"] = json.loads((sft_dir / "sft_info.json").read_text())
+    _write(out)
+    del model
+    model, tok = load_model(str(sft_dir), threads=threads)
+    st.evaluate("sft", model, tok)
+    del model
+
+    t0 = time.time()
+    out["grpo_budget_left_min_at_start"] = round((deadline - time.time()) / 60, 1)
+    trainer, metrics = grpo(cfg, str(sft_dir), deadline, out["wall_s"]["eval_sft"] * 1.2)
     out["grpo_steps_run"] = len(metrics)
-    out["grpo_budget_left_min_at_start"] = round(left_min, 1)
-    out["grpo_metrics"] = [{k: m.get(k) for k in ("step", "reward_mean", "pass_rate", "groups_kept", "groups_sampled",
-                                                  "zero_variance_frac", "step_time_s", "completion_len_mean")}
-                           for m in metrics]
+    out["grpo_metrics"] = metrics
     out["wall_s"]["grpo"] = round(time.time() - t0, 1)
     out["stages_completed"].append("grpo")
     _write(out)
-    stage_eval("sft_grpo", trainer.model, trainer.tok)
-    out["gain_points"] = 100 * (out["pass_at_1"]["sft_grpo"] - out["pass_at_1"]["base"])
-    out["grpo_over_sft_points"] = 100 * (out["pass_at_1"]["sft_grpo"] - out["pass_at_1"]["sft"])
-    out["wall_s"]["total"] = round(time.time() - t_start, 1)
-    out["complete"] = True
+    st.evaluate("sft_grpo", trainer.model, trainer.tok)
+    p = out["pass_at_1"]
+    out["gain_points"] = round(100 * (p["sft_grpo"] - p["base"]), 1)
+    out["grpo_over_sft_points"] = round(100 * (p["sft_grpo"] - p["sft"]), 1)
+    out["wall_s"]["total_main"] = round(time.time() - t_start, 1)
+    out["within_60_min"] = out["wall_s"]["total_main"] <= 3600
+    out["targets_met"] = {"gain_at_least_20_points": out["gain_points"] >= 20,
+                          "sft_grpo_above_sft": p["sft_grpo"] > p["sft"], "within_60_min": out["within_60_min"]}
+    out["complete_main"] = True
     _write(out)
-    _plot(out, metrics)
-    print(json.dumps({k: out[k] for k in ("pass_at_1", "gain_points", "wall_s")}, indent=1))
+    _plot(out)
+
+
+def trl_binary_run(a: argparse.Namespace, data: Path, train: list, steps: int) -> tuple[Path, list[dict], float]:
+    """TRL 1.16 GRPOTrainer from the base model with the strict binary verdict (single-turn, see the docstring)."""
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from rewards.environments.loop import ToolLoop
+    from rewards.environments.workplace import WorkplaceEnv
+    from training.model import ensure_embedded_cache
+    from training.multiturn import load_workplace_world
+
+    world = load_workplace_world(data)
+    by_id = {t.id: t for t in train}
+
+    def binary_verdict(completions, task_id, **_):
+        scores = []
+        for c, tid in zip(completions, task_id):
+            text = c[-1]["content"] if isinstance(c, list) else c
+            env = WorkplaceEnv(world)
+            loop = ToolLoop(by_id[tid], env, max_turns=1)
+            loop.step(text)
+            traj = loop.trajectory()
+            traj.stopped = "answer" if traj.stopped == "answer" else "length"  # judge the state the reply left
+            scores.append(float(bool(env.verify(traj).passed)))
+        return scores
+
+    metrics: list[dict] = []
+
+    class Log(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            self.t = time.time()
+
+        def on_log(self, args, state, control, logs=None, **kw):
+            if logs and "reward" in logs:
+                metrics.append({"step": state.global_step, "reward_mean": logs.get("reward"),
+                                "zero_variance_frac": logs.get("frac_reward_zero_std"),
+                                "completion_len_mean": logs.get("completions/mean_length"),
+                                "step_time_s": round(time.time() - self.t, 1)})
+                print(f"trl {state.global_step}: reward {logs.get('reward')} "
+                      f"zero-std groups {logs.get('frac_reward_zero_std')}", flush=True)
+
+    rows = [{"prompt": [{"role": m.role, "content": m.content} for m in ToolLoop(t, WorkplaceEnv(world)).messages],
+             "task_id": t.id} for t in train]
+    random.Random(0).shuffle(rows)
+    work = a.work / "trl"
+    shutil.rmtree(work, ignore_errors=True)
+    args = GRPOConfig(
+        output_dir=str(work / "out"), seed=0, num_generations=4, per_device_train_batch_size=a.grpo_batch,
+        max_completion_length=a.max_new_tokens, beta=0.0, loss_type="dapo", epsilon=0.2, epsilon_high=0.28,
+        learning_rate=a.grpo_lr, temperature=1.0, max_steps=steps, logging_steps=1, report_to=[], save_strategy="no",
+        use_cpu=True, bf16=a.precision == "bf16-autocast", dataloader_num_workers=0,
+    )
+    t0 = time.time()
+    trainer = GRPOTrainer(model=str(ensure_embedded_cache(full_hash=False)), reward_funcs=binary_verdict, args=args,
+                          callbacks=[Log()], train_dataset=Dataset.from_list(rows[: steps * a.grpo_batch]))
+    trainer.train()
+    wall = time.time() - t0
+    trainer.model.save_pretrained(work / "final", safe_serialization=True)
+    trainer.processing_class.save_pretrained(work / "final")
+    return work / "final", metrics, wall
+
+
+def part_strict(a: argparse.Namespace, out: dict, data: Path, test: list, threads: int) -> None:
+    from generators.task_io import read_tasks
+    from training.model import load_model
+
+    sft_dir = a.work / "sft"
+    if not (sft_dir / "sft_info.json").exists():
+        raise SystemExit(f"{sft_dir}: no SFT model; run --part main first")
+    t_start = time.time()
+    strict: dict = {"reward": "env:binary (1 if the verifier passes the episode, else 0)", "steps": a.strict_steps,
+                    "pass_at_1": {}, "eval": {}, "wall_s": {}}
+    out["strict_binary"] = strict
+    cfg = _config(a, data, threads, "strict", "env:binary", a.strict_steps)
+    st = Stage(out, test, cfg, a.eval_batch)
+    t0 = time.time()
+    trainer, metrics = grpo(cfg, str(sft_dir), time.time() + a.strict_ours_min * 60, 0)
+    strict["ours_metrics"] = metrics
+    strict["wall_s"]["ours_grpo"] = round(time.time() - t0, 1)
+    strict["ours_steps_run"] = len(metrics)
+    st.evaluate("ours_sft_grpo", trainer.model, trainer.tok, into=strict)
+    del trainer
+    train = [t for t in read_tasks(data / "train.parquet")]
+    final, trl_metrics, wall = trl_binary_run(a, data, train, a.strict_steps)
+    strict["trl_metrics"] = trl_metrics
+    strict["wall_s"]["trl_grpo"] = round(wall, 1)
+    model, tok = load_model(str(final), threads=threads)
+    st.evaluate("trl_grpo", model, tok, into=strict)
+    p, base = strict["pass_at_1"], out["pass_at_1"].get("base")
+    zv = [m["zero_variance_frac"] for m in trl_metrics if m.get("zero_variance_frac") is not None]
+    strict["trl_zero_variance_frac_mean"] = sum(zv) / len(zv) if zv else None
+    strict["trl_all_groups_zero_variance"] = bool(zv) and all(z == 1.0 for z in zv)
+    if base is not None:
+        strict["ours_gain_points"] = round(100 * (p["ours_sft_grpo"] - base), 1)
+        strict["trl_gain_points"] = round(100 * (p["trl_grpo"] - base), 1)
+    strict["wall_s"]["total_strict"] = round(time.time() - t_start, 1)
+    out["complete_strict"] = True
+    _write(out)
+    _plot(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--part", choices=["all", "main", "strict"], default="all")
+    ap.add_argument("--work", type=Path, default=ROOT / "runs" / "learn_workplace")
+    ap.add_argument("--tasks", type=int, default=600, help="tasks generated (train/validation/test split by template)")
+    ap.add_argument("--tools", choices=["relevant", "all"], default="relevant",
+                    help="tools in each task's prompt: its toolkits + the directory, or all 27 (WorkBench's setting)")
+    ap.add_argument("--eval-tasks", type=int, default=48)
+    ap.add_argument("--eval-batch", type=int, default=16)
+    ap.add_argument("--sft-steps", type=int, default=100, help="optimizer steps (x --sft-accum demonstrations)")
+    ap.add_argument("--sft-accum", type=int, default=4)
+    ap.add_argument("--sft-lr", type=float, default=1e-4)
+    ap.add_argument("--sft-minutes", type=float, default=22.0, help="SFT wall-time cap")
+    ap.add_argument("--grpo-steps", type=int, default=40, help="at most; the time budget decides")
+    ap.add_argument("--grpo-batch", type=int, default=8, help="episodes per step (4 per prompt)")
+    ap.add_argument("--grpo-lr", type=float, default=1e-5)
+    ap.add_argument("--ds-rounds", type=int, default=2, help="dynamic-sampling rounds per step at most")
+    ap.add_argument("--max-turns", type=int, default=6)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--precision", default="bf16-autocast", choices=["fp32", "bf16-autocast"])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--budget-min", type=float, default=58.0, help="the main part stops starting GRPO steps past this")
+    ap.add_argument("--strict-steps", type=int, default=8)
+    ap.add_argument("--strict-ours-min", type=float, default=12.0)
+    a = ap.parse_args()
+    os.environ["RLVR_THREADS"] = str(a.threads)
+
+    from generators.task_io import read_tasks
+    from studio.workplace_dataset import build_dataset
+    from training.model import configure_threads
+
+    threads = configure_threads(a.threads)
+    data = a.work / f"data-{a.tools}"
+    if not (data / "manifest.json").exists():
+        build_dataset(data, n=a.tasks, tools=a.tools)
+    test = read_tasks(data / "test.parquet")
+    random.Random(0).shuffle(test)
+    test = sorted(test[: a.eval_tasks], key=lambda t: (t.metadata["category"], t.id))  # batches share prompt prefixes
+    cmd = "RLVR_THREADS=%d .venv/bin/python benchmarks/learn_workplace.py %s" % (threads, " ".join(sys.argv[1:]))
+    if a.part == "strict" and RESULT.exists():
+        out = json.loads(RESULT.read_text())
+        out["command_strict"] = cmd
+        out["stages_completed"] = [s for s in out.get("stages_completed", []) if not s.startswith("eval_ours")
+                                   and not s.startswith("eval_trl")]
+    else:
+        out = {
+            "benchmark": "learn_workplace", "command": cmd,
+            "setup": {"model": "SmolLM2-135M-Instruct (embedded)", "tools_in_prompt": a.tools,
+                      "eval": "greedy, one episode per task, the verifier's binary verdict",
+                      "eval_sample": "fixed random sample (seed 0) of the test split",
+                      "train_reward": "workplace verifier, shaped (dominance: every pass >= 0.75 > every failure)",
+                      "loss": "dapo", "dynamic_sampling": True, "sft": f"full fine-tune, batch 1 x {a.sft_accum} "
+                      f"accumulation, lr {a.sft_lr} cosine, at most {a.sft_steps} steps / {a.sft_minutes} min",
+                      "grpo": f"{a.grpo_batch} episodes per step (4 per prompt), lr {a.grpo_lr}, AdamW bf16 moments",
+                      "max_turns": a.max_turns, "max_new_tokens": a.max_new_tokens, "precision": a.precision,
+                      "torch_threads": threads, "cpu_count": os.cpu_count()},
+            "eval_tasks": len(test), "eval_categories": {}, "pass_at_1": {}, "eval": {}, "wall_s": {},
+            "stages_completed": [], "complete_main": False,
+        }
+        for t in test:
+            out["eval_categories"][t.metadata["category"]] = out["eval_categories"].get(t.metadata["category"], 0) + 1
+    _write(out)
+    if a.part in ("all", "main"):
+        part_main(a, out, data, test, threads)
+    if a.part in ("all", "strict"):
+        part_strict(a, out, data, test, threads)
+    out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    _write(out)
+    print(json.dumps({k: out.get(k) for k in ("pass_at_1", "gain_points", "grpo_over_sft_points", "wall_s")}, indent=1))
 
 
 if __name__ == "__main__":

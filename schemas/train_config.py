@@ -160,6 +160,9 @@ class SFTSection(_Strict):
     gradient_accumulation_steps: int = Field(1, ge=1)
     max_length: int = Field(1024, ge=16)
     completion_only_loss: bool = True
+    scheduler: Literal["constant", "cosine", "linear"] = "constant"  # learning-rate schedule over max_steps/epochs
+    warmup_ratio: float = Field(0.0, ge=0.0, lt=1.0)
+    max_minutes: float | None = Field(None, gt=0.0)  # stop after this wall time; the model so far is saved
     lora: LoraSection = Field(default_factory=LoraSection)
 
 

@@ -129,14 +129,22 @@ def run_sft(
         per_device_train_batch_size=sec.batch_size, gradient_accumulation_steps=sec.gradient_accumulation_steps,
         max_length=sec.max_length, logging_steps=1, save_strategy="no", report_to=[], seed=cfg.seed,
         use_cpu=not torch.cuda.is_available(), bf16=bf16, dataloader_num_workers=0,
-        gradient_checkpointing=cfg.model.gradient_checkpointing, lr_scheduler_type="constant_with_warmup",
-        warmup_steps=0, padding_free=False,
+        gradient_checkpointing=cfg.model.gradient_checkpointing,
+        lr_scheduler_type={"constant": "constant_with_warmup"}.get(sec.scheduler, sec.scheduler),
+        warmup_steps=sec.warmup_ratio, padding_free=False,
     )
+    deadline = time.time() + sec.max_minutes * 60 if sec.max_minutes else None
+    stopped_early = False
 
     class Relay(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kw):
             if logs and on_log is not None:
                 on_log({"step": state.global_step, "max_steps": state.max_steps, **logs})
+
+        def on_step_end(self, args, state, control, **kw):
+            nonlocal stopped_early
+            if deadline is not None and time.time() > deadline:  # a wall-time budget: keep what was learned
+                control.should_training_stop = stopped_early = True
 
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
                          peft_config=peft_config, callbacks=[Relay()])
@@ -157,6 +165,7 @@ def run_sft(
     (tmp / "sft_info.json").write_text(json.dumps({
         "demonstrations": len(rows), "steps": result.global_step, "train_loss": result.training_loss,
         "seconds": round(time.time() - t0, 1), "lora": sec.lora.enabled, "config_hash": cfg.config_hash(),
+        "stopped_at_max_minutes": stopped_early, "scheduler": sec.scheduler,
     }, indent=1))
     write_manifest(tmp, source=f"sft:{sec.data_path}")
     if out_dir.exists():
