@@ -5,7 +5,9 @@ static memory (1.1 GB of 2.2 GB for a 135M model). bf16 moments halve it. Plain 
 breaks Adam: with beta2 = 0.999 the per-step change of the second moment (0.1 %) is below bf16's resolution
 (0.4 %), so the moment would freeze. Stochastic rounding makes every stored value an unbiased estimate of the fp32
 one, so the moving averages stay correct in expectation; the update itself is computed in fp32 and applied to the
-fp32 weights. Large tensors are processed in chunks so the fp32 temporaries stay small.
+fp32 weights. Large tensors are processed in chunks so the fp32 temporaries stay small, and every chunk works in the
+same few preallocated buffers: a fresh 4 MB temporary faults in 1,024 new pages, which on the VMs measured here
+costs 2 ms, twelve times the arithmetic on it (results are the same to the bit).
 """
 
 from __future__ import annotations
@@ -19,18 +21,23 @@ CHUNK = 1 << 20
 
 
 def stochastic_round_bf16(x: torch.Tensor, generator: torch.Generator | None = None,
-                          noise: torch.Tensor | None = None) -> torch.Tensor:
+                          noise: torch.Tensor | None = None, out: torch.Tensor | None = None,
+                          work: torch.Tensor | None = None) -> torch.Tensor:
     """fp32 -> bf16, rounding up or down with probability proportional to the distance (unbiased).
 
     `noise` (int32 in [0, 2**16), at least as long as x) may be passed to skip drawing fresh random numbers, which
-    is most of the cost; LeanAdamW passes a random window of a pre-drawn buffer."""
+    is most of the cost; LeanAdamW passes a random window of a pre-drawn buffer. `out` (bf16, x's size) receives
+    the result and `work` (int32, at least x's size) holds the intermediate bits, so that nothing is allocated."""
     bits = x.contiguous().view(-1).view(torch.int32)
     if noise is None:
         noise = torch.randint(0, 1 << 16, bits.shape, dtype=torch.int32, device=x.device, generator=generator)
     else:
         noise = noise[: bits.numel()]
-    rounded = (bits + noise) & -65536  # clear the low 16 bits after adding uniform noise below them
-    return rounded.view(torch.float32).to(torch.bfloat16).view(x.shape)
+    work = torch.empty_like(bits) if work is None else work[: bits.numel()]
+    rounded = torch.add(bits, noise, out=work).bitwise_and_(-65536)  # clear the low 16 bits after adding noise
+    if out is None:
+        return rounded.view(torch.float32).to(torch.bfloat16).view(x.shape)
+    return out.copy_(rounded.view(torch.float32).view(out.shape))  # exact: the low 16 bits are zero
 
 
 class LeanAdamW(torch.optim.Optimizer):
@@ -41,6 +48,7 @@ class LeanAdamW(torch.optim.Optimizer):
         # one pre-drawn buffer of rounding noise, read through a fresh random window per chunk: drawing 2 x 135M
         # random integers every step would cost more than the rest of the update
         self._noise = torch.randint(0, 1 << 16, (4 * CHUNK,), dtype=torch.int32, generator=self._gen)
+        self._work: dict[torch.device, tuple[torch.Tensor, ...]] = {}
 
     @torch.no_grad()
     def step(self, closure: Any = None) -> None:
@@ -59,19 +67,29 @@ class LeanAdamW(torch.optim.Optimizer):
                 c1, c2 = 1 - b1 ** t, 1 - b2 ** t
                 flat_p, flat_g = p.view(-1), p.grad.view(-1)
                 flat_m, flat_v = st["exp_avg"].view(-1), st["exp_avg_sq"].view(-1)
+                m_buf, v_buf, g_buf, bits = self._buffers(p.device)
                 for s in range(0, flat_p.numel(), CHUNK):
                     e = min(s + CHUNK, flat_p.numel())
-                    g = flat_g[s:e].float()
-                    m = flat_m[s:e].float().mul_(b1).add_(g, alpha=1 - b1)
-                    v = flat_v[s:e].float().mul_(b2).addcmul_(g, g, value=1 - b2)
+                    n = e - s
+                    g = flat_g[s:e] if flat_g.dtype == torch.float32 else g_buf[:n].copy_(flat_g[s:e])
+                    m = m_buf[:n].copy_(flat_m[s:e]).mul_(b1).add_(g, alpha=1 - b1)
+                    v = v_buf[:n].copy_(flat_v[s:e]).mul_(b2).addcmul_(g, g, value=1 - b2)
                     o1, o2 = torch.randint(0, 3 * CHUNK, (2,), generator=self._gen).tolist()
-                    flat_m[s:e] = stochastic_round_bf16(m, noise=self._noise[o1:o1 + CHUNK])
-                    flat_v[s:e] = stochastic_round_bf16(v, noise=self._noise[o2:o2 + CHUNK])
+                    stochastic_round_bf16(m, noise=self._noise[o1:o1 + CHUNK], out=flat_m[s:e], work=bits)
+                    stochastic_round_bf16(v, noise=self._noise[o2:o2 + CHUNK], out=flat_v[s:e], work=bits)
                     if wd:
                         flat_p[s:e].mul_(1 - lr * wd)
                     denom = v.sqrt_().div_(math.sqrt(c2)).add_(eps)
                     flat_p[s:e].addcdiv_(m, denom, value=-lr / c1)
                 p.grad = None  # free each gradient as soon as it is applied
+
+    def _buffers(self, device: torch.device) -> tuple[torch.Tensor, ...]:
+        """(m, v, g) fp32 and one int32 chunk-sized work buffer, made once per device and reused by every chunk."""
+        bufs = self._work.get(device)
+        if bufs is None:
+            f32 = [torch.empty(CHUNK, dtype=torch.float32, device=device) for _ in range(3)]
+            bufs = self._work[device] = (*f32, torch.empty(CHUNK, dtype=torch.int32, device=device))
+        return bufs
 
 
 def make_optimizer(name: str, params: list[Any], *, lr: float, betas: tuple[float, float], weight_decay: float,
