@@ -6,8 +6,11 @@ Where the speed comes from (measured against TRL 1.16's GRPOTrainer in benchmark
 - on-policy updates (num_iterations == 1) take the old log-probs from the same forward that computes the loss
   (detached: the ratio is exactly 1 and the gradient is the policy gradient), so no extra forward runs; with
   num_iterations > 1 the first inner pass records them, still without an extra forward;
-- the training forward computes the LM head only on completion positions, a few rows at a time under activation
-  checkpointing (training/logprobs.py: the batch's vocabulary-sized logits never exist at once);
+- the training forward computes the LM head only on completion positions, a chunk at a time in reused buffers
+  (training/lm_head.py: the batch's vocabulary-sized logits never exist at once, nor their gradient);
+- under bf16 autocast, the linear, RMSNorm and MLP layers keep no bf16 weight copies and no recomputable
+  intermediates for the backward (training/autocast_layers.py), and the heap is trimmed as the backward frees
+  activations (training/memory.py): peak memory is what the step holds, not what the allocator kept;
 - sampling uses a KV cache and stops as soon as every row has ended; nothing else (datasets, trl) is imported.
 
 Data order is a pure function of (seed, stream position), and sampling seeds are a pure function of
@@ -46,7 +49,7 @@ from training.losses import (
     policy_loss,
     token_logprobs,
 )
-from training.memory import lean_allocator, release_free_memory
+from training.memory import lean_allocator, release_during_backward, release_free_memory
 from training.metrics import MetricsLog, plot_metrics
 from training.rollout import SamplingParams
 from training.logprobs import common_prefix_len, full_logprobs, shared_groups, shared_prompt_logprobs
@@ -202,6 +205,11 @@ class GRPOTrainer:
         self.model, self.tok = model, tok
         self.device_type = next(model.parameters()).device.type
         self.autocast_bf16 = cfg.model.precision == "bf16-autocast"
+        if self.autocast_bf16:  # same math, about half the memory autograd keeps (training/autocast_layers.py)
+            from training.autocast_layers import install
+
+            install(model)
+        release_during_backward(model)
         self.ref_model = self._make_reference(model) if self.loss_cfg["beta"] > 0 else None
         params = [p for p in model.parameters() if p.requires_grad]
         from training.optim import make_optimizer
@@ -454,8 +462,8 @@ class GRPOTrainer:
     def _autocast(self) -> Any:
         if self.cfg.model.dtype == "bfloat16" or not self.autocast_bf16:
             return contextlib.nullcontext()
-        # (measured: disabling autocast's weight-cast cache raises peak memory, because the chunked LM head then
-        # saves one bf16 copy of the tied embedding per chunk for the backward)
+        # the layers installed in _setup cast weights themselves and keep none of the casts, so autocast's weight
+        # cache stays empty here (it would otherwise hold a bf16 copy of every weight until the forward ends)
         return torch.autocast(device_type=self.device_type, dtype=torch.bfloat16)
 
     def _update(self, packed: Any, adv: torch.Tensor | None) -> dict[str, float]:

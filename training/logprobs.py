@@ -65,10 +65,16 @@ def _head_chunk(hidden: Tensor, targets: Tensor, head: Any, temperature: float) 
 
 
 def head_logprobs(hidden: Tensor, targets: Tensor, head: Any, temperature: float, rows: int = 2) -> tuple[Tensor, Tensor]:
-    """Log-probs and entropies of `targets` from final hidden states, a few rows at a time, each chunk under
-    activation checkpointing: the (rows x T x vocab) logits exist for one chunk at a time, in the forward and again
-    in the backward, instead of for the whole batch (about 300 MB at 8 x 48 x 49k in fp32 with their gradient)."""
+    """Log-probs and entropies of `targets` from final hidden states without the batch's logits ever existing at
+    once: a plain bias-free linear head goes through `training.lm_head` (one chunk of logits at a time, in reused
+    buffers, recomputed in the backward); any other head runs a few rows at a time under activation checkpointing
+    (about 300 MB of logits and their gradient at 8 x 48 x 49k in fp32 otherwise)."""
     from torch.utils.checkpoint import checkpoint
+
+    if type(head) is torch.nn.Linear and head.bias is None:
+        from training.lm_head import head_token_logprobs
+
+        return head_token_logprobs(hidden, targets, head.weight, temperature)
 
     lps, ents = [], []
     for s in range(0, hidden.shape[0], rows):

@@ -12,13 +12,19 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import sys
+from typing import Any
+
+import torch
 
 M_MMAP_THRESHOLD = -3
 _done = False
 
 
+@functools.lru_cache(maxsize=1)
 def _libc():
+    """glibc, looked up once (find_library runs ldconfig: 2 ms, too slow for a trim between layers)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -44,3 +50,57 @@ def release_free_memory() -> None:
     libc = _libc()
     if libc is not None and hasattr(libc, "malloc_trim"):
         libc.malloc_trim(0)
+
+
+def release_during_backward(model: Any, every: int = 5) -> int:
+    """Hand freed heap pages back at points of the backward where it has just freed activations: when it reaches
+    the input of every `every`-th decoder layer and the input embedding. Returns how many modules got the hook.
+
+    Why: the backward frees activations (mostly heap blocks just under the mmap threshold) while it allocates the
+    weight gradients (fresh mappings), so without a trim the freed blocks stay resident next to the growing
+    gradients, and the embedding's own backward (a dense vocabulary-sized gradient) lands on top of both; measured
+    on the GRPO benchmark that made the step's peak 200 MB higher. A trim walks the heap (a few ms); the pages it
+    hands back would be handed back at the end of the step anyway (`release_free_memory` in the trainer), so the
+    only extra page faults are those of blocks reused before the step ends."""
+    get = getattr(model, "get_input_embeddings", None)
+    mods = [get()] if callable(get) and get() is not None else []
+    mods += _decoder_layers(model)[every::every]
+    for m in mods:
+        m.register_forward_hook(_trim_when_backward_reaches_output)
+    return len(mods)
+
+
+def _decoder_layers(model: Any) -> list[Any]:
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    for path in ("model.layers", "transformer.h", "layers"):
+        node = inner
+        for part in path.split("."):
+            node = getattr(node, part, None)
+        if isinstance(node, torch.nn.ModuleList):
+            return list(node)
+    return []
+
+
+def _trim_when_backward_reaches_output(_module: Any, _inputs: Any, output: Any) -> None:
+    out = output[0] if isinstance(output, (tuple, list)) else output
+    if torch.is_grad_enabled() and isinstance(out, torch.Tensor) and out.requires_grad:
+        out.register_hook(_trim_hook)
+
+
+def _trim_hook(grad: Any) -> None:
+    release_free_memory()
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                               "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def heap_free_bytes() -> int | None:
+    """Bytes glibc holds free in its heaps (resident until trimmed); None where mallinfo2 is unavailable."""
+    libc = _libc()
+    fn = getattr(libc, "mallinfo2", None) if libc is not None else None
+    if fn is None:
+        return None
+    fn.restype = _MallInfo2
+    return int(fn().fordblks)
