@@ -63,4 +63,5 @@ def greedy_pass_at_1(
         "reward_mean": sum(scores) / len(scores) if scores else None,
         "errors": sum(1 for _, r in results if r.score is None),
         "fail_reasons": dict(reasons.most_common(8)),
+        "passed_ids": [tid for (tid, _), ok_ in zip(results, ok) if ok_],
     }
