@@ -205,10 +205,14 @@ class GRPOTrainer:
         self.model, self.tok = model, tok
         self.device_type = next(model.parameters()).device.type
         self.autocast_bf16 = cfg.model.precision == "bf16-autocast"
-        if self.autocast_bf16:  # same math, about half the memory autograd keeps (training/autocast_layers.py)
-            from training.autocast_layers import install
+        # same math, less memory: about half of what autograd keeps under autocast, no vocabulary-sized lookup
+        # gradient, and no freed activations left resident during the backward
+        from training import autocast_layers, embedding_grad
 
-            install(model)
+        if self.autocast_bf16:
+            autocast_layers.install(model)
+        if self.dist.world == 1:  # DDP reduces .grad during the backward (training/embedding_grad.py)
+            embedding_grad.install(model)
         release_during_backward(model)
         self.ref_model = self._make_reference(model) if self.loss_cfg["beta"] > 0 else None
         params = [p for p in model.parameters() if p.requires_grad]
