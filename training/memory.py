@@ -52,7 +52,7 @@ def release_free_memory() -> None:
         libc.malloc_trim(0)
 
 
-def release_during_backward(model: Any, every: int = 5) -> int:
+def release_during_backward(model: Any, every: int = 3) -> int:
     """Hand freed heap pages back at points of the backward where it has just freed activations: when it reaches
     the input of every `every`-th decoder layer and the input embedding. Returns how many modules got the hook.
 
