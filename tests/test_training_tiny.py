@@ -60,6 +60,14 @@ def test_tiny_config_trains_through_the_cli(tmp_path):
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-4", "step-8"]  # keep: 2
     # the model learned something from a dense reward: the policy moved
     assert any(r["grad_norm"] > 0 for r in lines)
+    # the run and its final checkpoint are in the registry, so the checkpoint can be promoted and rolled back to
+    from training.registry import Registry
+
+    with Registry() as reg:
+        mine = [r for r in reg.runs() if r.config.get("output_dir") == str(run)]
+        assert len(mine) == 1 and mine[0].status == "finished" and "reward_mean" in mine[0].metrics
+        ck = [c for c in reg.checkpoints() if c.run_id == mine[0].id]
+        assert len(ck) == 1 and ck[0].step == 8 and Path(ck[0].path) == final.resolve()
 
 
 def _weights_digest(folder: Path) -> str:
@@ -145,6 +153,11 @@ def test_a_reward_that_raises_stops_training_with_its_error(tmp_path):
     assert result.exit_code == 1
     out = " ".join(result.output.split())
     assert "errored on" in out and "KeyError" in out and "answer_field" in out
+    from training.registry import Registry
+
+    with Registry() as reg:  # the run is on record as failed, with no checkpoint
+        mine = [r for r in reg.runs() if r.config.get("output_dir") == str(tmp_path / "run")]
+        assert [r.status for r in mine] == ["failed"] and not [c for c in reg.checkpoints() if c.run_id == mine[0].id]
 
 
 def test_dynamic_sampling_drops_zero_variance_groups_and_logs_counts(tmp_path):

@@ -70,6 +70,8 @@ def train(
     config: Path = typer.Argument(..., help="YAML TrainConfig (see examples/configs/)."),
     set_: list[str] = typer.Option(None, "--set", help="Override a field, e.g. --set steps=50"),
     skip_sft: bool = typer.Option(False, help="Start GRPO from model.name even when the config has an sft section."),
+    register_run: bool = typer.Option(True, "--register/--no-register",
+                                      help="Record the run and its final checkpoint in the registry (rollback, lineage)."),
 ) -> None:
     """GRPO / DAPO / Dr. GRPO / GSPO training; resumes from the last complete checkpoint in OUTPUT/checkpoints."""
     from training.grpo import GRPOTrainer, TrainingError
@@ -81,6 +83,7 @@ def train(
         init_from = str(final if (final / "config.json").exists() else _sft(cfg))
     console.print(f"training [bold]{cfg.name}[/bold]: loss {cfg.loss.type}, {cfg.steps} steps x {cfg.batch_size} "
                   f"completions, output {cfg.output_dir}", highlight=False)
+    book = _RunBook(cfg) if register_run else None
     with _progress() as prog:
         task = prog.add_task("GRPO", total=cfg.steps, info="")
 
@@ -94,12 +97,53 @@ def train(
             trainer = GRPOTrainer(cfg, init_from=init_from, on_step=on_step)
             result = trainer.train()
         except TrainingError as exc:
+            if book:
+                book.finish("failed", {})
             console.print(f"[red]training stopped:[/red] {exc}", highlight=False)
             raise typer.Exit(1) from exc
+        except KeyboardInterrupt:
+            if book:
+                book.finish("interrupted", {})
+            raise
     if result.resumed_from:
         console.print(f"resumed from {result.resumed_from}")
     console.print(f"checkpoint: [bold]{result.final_checkpoint}[/bold]\nmetrics: {result.metrics_path}\n"
                   f"plot: {result.plot_path}", highlight=False)
+    if book and result.final_checkpoint:
+        name = book.finish("finished", result.last, result.final_checkpoint)
+        console.print(f"registered as [bold]{name}[/bold] (run {book.run_id}) in {book.path}", highlight=False)
+
+
+class _RunBook:
+    """The run's row in the registry: opened before training (status running), closed with the final metrics and
+    the final checkpoint registered under the run, or marked failed / interrupted. A registry that cannot be
+    written is reported and training goes on: losing the catalog entry must not cost the run."""
+
+    def __init__(self, cfg: Any):
+        from training.registry import Registry, default_registry_path
+
+        self.path = default_registry_path()
+        self.run_id: str | None = None
+        try:
+            with Registry(self.path) as reg:
+                self.run_id = reg.start_run(cfg.name, kind=f"grpo:{cfg.loss.type}", config=cfg.model_dump(mode="json")).id
+        except Exception as exc:  # noqa: BLE001 - reported, never fatal
+            console.print(f"[yellow]registry not written ({self.path}): {exc}[/yellow]", highlight=False)
+
+    def finish(self, status: str, metrics: dict, checkpoint: Path | None = None) -> str | None:
+        from training.registry import Registry
+
+        if self.run_id is None:
+            return None
+        nums = {k: float(v) for k, v in (metrics or {}).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        try:
+            with Registry(self.path) as reg:
+                rec = reg.register_checkpoint(checkpoint, run_id=self.run_id) if checkpoint else None
+                reg.finish_run(self.run_id, status=status, metrics=nums)
+            return rec.name if rec else None
+        except Exception as exc:  # noqa: BLE001
+            console.print(f"[yellow]registry not updated ({self.path}): {exc}[/yellow]", highlight=False)
+            return None
 
 
 def register(app: typer.Typer) -> None:
