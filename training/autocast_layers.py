@@ -1,5 +1,5 @@
 """bf16-autocast forwards of a Llama-style decoder's linear, RMSNorm and SwiGLU MLP layers that keep less for the
-backward, computing exactly what autocast computes.
+backward, computing what autocast computes.
 
 Why: under `torch.autocast` autograd keeps, until the backward,
 - a bf16 copy of every weight (each linear casts its fp32 weight and the matmul saves the cast: 200 MB for
@@ -10,9 +10,13 @@ Why: under `torch.autocast` autograd keeps, until the backward,
 Measured on the GRPO benchmark's update (8 completions of 48 tokens on 2 shared prompts of 62, SmolLM2-135M),
 autograd held 705 MB after the forward, more than the whole activation memory the model needs. The functions here
 keep the fp32 weight (no copy) and cast it again in the backward, share one bf16 input copy between the projections
-that read the same tensor, and recompute the elementwise results in the backward. Every op, dtype and rounding is
-the one the stock layers run under autocast (gradients of a tensor read twice are still summed in fp32, as
-autograd sums them), so values and gradients equal the stock layers' (tests/test_training_autocast_layers.py).
+that read the same tensor, and recompute the elementwise results in the backward (705 -> 295 MB kept).
+
+Every op, dtype and rounding is the one the stock layers run under autocast, so each layer's values and gradients
+equal the stock layer's to the bit (tests/test_training_autocast_layers.py). Across a model two things differ in
+the last place only: a tensor read by the residual and by a norm gets its gradients added in another fp32 order,
+and a weight read by two forwards (the shared-prompt update runs the prompt and the completions separately) gets
+its two bf16 gradients summed in fp32, where autocast's single cached cast summed them in bf16.
 
 `install(model)` routes the modules it recognises through these functions whenever gradients are enabled under
 bf16 autocast; everywhere else (generation under no_grad, fp32 training) the stock forward runs.
@@ -48,18 +52,15 @@ class _InputCast:
         self._src, self._version, self._cast = weakref.ref(x), x._version, x.to(BF16)
         return self._cast
 
-    def clear(self) -> None:
-        self._src, self._cast = None, None
-
 
 bf16_input = _InputCast()
 
 
 class _WeightCasts:
     """bf16 casts of weights written into one reused buffer per shape. Each cast is consumed by the very next
-    matmul and never kept, so one buffer per shape suffices (61 MB for SmolLM2-135M, most of it the tied
-    embedding); a fresh tensor per cast would instead fault in new pages every time, which on the VMs measured
-    here cost 2 ns per element, ten times the cast itself."""
+    matmul and never kept, so one buffer per shape suffices (4 MB for SmolLM2-135M's decoder; the trainer's LM head
+    goes through training/lm_head.py); a fresh tensor per cast would instead fault in new pages every time, which
+    on the VMs measured here cost 2 ns per element, ten times the cast itself."""
 
     def __init__(self) -> None:
         self._buffers: dict[tuple, Tensor] = {}
@@ -70,9 +71,6 @@ class _WeightCasts:
         if buf is None:
             buf = self._buffers[key] = torch.empty(w.shape, dtype=BF16, device=w.device)
         return buf.copy_(w)
-
-    def clear(self) -> None:
-        self._buffers.clear()
 
 
 bf16_weight = _WeightCasts()
@@ -192,12 +190,11 @@ def _plain_linear(m: Any, bias_ok: bool = True) -> bool:
 
 
 def _is_swiglu(m: Any) -> bool:
-    from transformers.activations import SiLUActivation
+    from transformers import activations
 
+    silu = (torch.nn.SiLU, getattr(activations, "SiLUActivation", torch.nn.SiLU))  # F.silu, either of them
     parts = [getattr(m, n, None) for n in ("gate_proj", "up_proj", "down_proj")]
-    act = getattr(m, "act_fn", None)
-    return (all(_plain_linear(p, bias_ok=False) for p in parts)
-            and isinstance(act, (torch.nn.SiLU, SiLUActivation)))
+    return all(_plain_linear(p, bias_ok=False) for p in parts) and isinstance(getattr(m, "act_fn", None), silu)
 
 
 # Llama's RMSNorm (weight * normalised input) under the names of the architectures that copy it; norms that

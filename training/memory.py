@@ -5,7 +5,8 @@ concatenations, the update allocates large activation and logit tensors -- and g
 threshold adapts upward after large frees, then serves later large requests from a fragmented heap that never
 shrinks. Resident memory creeps up step after step (measured here: about 2.2 GB after one step, 3.2 GB after ten).
 Fixing the mmap threshold at 1 MiB makes every large tensor its own mapping, returned to the system when freed,
-and `malloc_trim` after each phase hands back what the small-object heap no longer uses.
+and `malloc_trim` after each phase (and during the backward, every few layers: `release_during_backward`) hands
+back what the small-object heap no longer uses.
 """
 
 from __future__ import annotations
