@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,8 +11,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_EXTERNAL = ROOT.parent / "shared" / "external"
 
 os.environ.setdefault("RLVR_THREADS", "1")
-# commands that record runs and checkpoints (rlvr train, dpo, eval) write to a throwaway catalog, never the user's
-os.environ.setdefault("RLVR_REGISTRY", str(Path(tempfile.mkdtemp(prefix="rlvr-test-registry-")) / "registry.sqlite"))
 
 
 @pytest.fixture(scope="session")

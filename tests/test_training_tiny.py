@@ -22,6 +22,12 @@ TINY = ROOT / "examples" / "configs" / "tiny.yaml"
 runner = CliRunner()
 
 
+@pytest.fixture(autouse=True)
+def _own_registry(tmp_path, monkeypatch):
+    """`rlvr train` records runs and checkpoints: each test gets its own catalog, never the user's."""
+    monkeypatch.setenv("RLVR_REGISTRY", str(tmp_path / "registry.sqlite"))
+
+
 def _tiny_yaml(tmp_path: Path, **changes) -> Path:
     data = yaml.safe_load(TINY.read_text())
     data["data"]["path"] = str(ROOT / "examples" / "arithmetic" / "tasks.jsonl")
