@@ -19,3 +19,19 @@ def embedded():
     from training.model import load_model
 
     return load_model("default")
+
+
+@pytest.fixture()
+def studio_ws(tmp_path, monkeypatch):
+    """A fresh studio workspace and RLVR home for one test. The embedded model's cache is linked from the real home
+    (built once if missing), so pages that load the model never rebuild it per test."""
+    home = tmp_path / "home"
+    home.mkdir()
+    real_models = Path(os.environ.get("RLVR_HOME", Path.home() / ".cache" / "rlvr-studio")).expanduser() / "models"
+    real_models.mkdir(parents=True, exist_ok=True)  # the embedded model's cache is shared (built once if missing)
+    (home / "models").symlink_to(real_models)
+    monkeypatch.setenv("RLVR_STUDIO_WORKSPACE", str(tmp_path / "ws"))
+    monkeypatch.setenv("RLVR_HOME", str(home))
+    from studio.workspace import Workspace
+
+    return Workspace.open(tmp_path / "ws")

@@ -3,8 +3,6 @@ a shaped reward built with dominance shown and refused when broken, saved and sc
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -20,17 +18,8 @@ def reward(completion, answer=None, **_):
 
 
 @pytest.fixture()
-def ws(tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    home.mkdir()
-    real_models = Path(os.environ.get("RLVR_HOME", Path.home() / ".cache" / "rlvr-studio")).expanduser() / "models"
-    real_models.mkdir(parents=True, exist_ok=True)  # the embedded model's cache is shared (built once if missing)
-    (home / "models").symlink_to(real_models)
-    monkeypatch.setenv("RLVR_STUDIO_WORKSPACE", str(tmp_path / "ws"))
-    monkeypatch.setenv("RLVR_HOME", str(home))
-    from studio.workspace import Workspace
-
-    return Workspace.open(tmp_path / "ws")
+def ws(studio_ws):
+    return studio_ws
 
 
 def _pick(at, file, fn, dataset="datasets/arithmetic_tasks.jsonl"):

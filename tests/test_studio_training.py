@@ -4,7 +4,6 @@ as a background `rlvr train` process that a fresh page (a reload) finds again, s
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -18,17 +17,8 @@ PAGE = "../studio/pages/training_runs.py"
 
 
 @pytest.fixture()
-def ws(tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    home.mkdir()
-    real_models = Path(os.environ.get("RLVR_HOME", Path.home() / ".cache" / "rlvr-studio")).expanduser() / "models"
-    real_models.mkdir(parents=True, exist_ok=True)  # the embedded model's cache is shared (built once if missing)
-    (home / "models").symlink_to(real_models)
-    monkeypatch.setenv("RLVR_STUDIO_WORKSPACE", str(tmp_path / "ws"))
-    monkeypatch.setenv("RLVR_HOME", str(home))
-    from studio.workspace import Workspace
-
-    w = Workspace.open(tmp_path / "ws")
+def ws(studio_ws):
+    w = studio_ws
     yield w
     runs = RunManager(w.dir("runs"))
     for r in runs.list():
