@@ -142,28 +142,9 @@ class KVState:
 Sampled = tuple[Tensor, Tensor, Tensor, Tensor]
 
 
-@torch.no_grad()
-def sample_tokens(
-    model: Any,
-    prompt_ids: Tensor,
-    prompt_mask: Tensor,
-    params: SamplingParams,
-    *,
-    eos_ids: set[int],
-    pad_id: int,
-    generator: torch.Generator | None = None,
-    repeats: int = 1,
-    prefix_cache: Any = None,
-    prefix_len: int = 0,
-) -> Sampled:
-    """Sample up to max_new_tokens per row with a KV cache. Returns (ids, mask, logprobs, ended), each (B, T) but
-    `ended` (B,). A row's mask covers its tokens up to and including its end token.
-
-    With `repeats` > 1 the prompts are distinct and each is completed `repeats` times: the prompt is run once and
-    its cache repeated (B = prompts x repeats). With `prefix_cache` (one row of `prefix_len` tokens, see
-    `training.logprobs.prefill`), every prompt is that prefix followed by its row of `prompt_ids`."""
-    return sample_with_state(model, prompt_ids, prompt_mask, params, eos_ids=eos_ids, pad_id=pad_id,
-                             generator=generator, repeats=repeats, prefix_cache=prefix_cache, prefix_len=prefix_len)[0]
+def sample_tokens(model: Any, prompt_ids: Tensor, prompt_mask: Tensor, params: SamplingParams, **kw: Any) -> Sampled:
+    """`sample_with_state` without the KV state: (ids, mask, logprobs, ended) for one-turn sampling."""
+    return sample_with_state(model, prompt_ids, prompt_mask, params, **kw)[0]
 
 
 @torch.no_grad()
@@ -180,7 +161,13 @@ def sample_with_state(
     prefix_cache: Any = None,
     prefix_len: int = 0,
 ) -> tuple[Sampled, KVState]:
-    """`sample_tokens`, also returning the KV state to continue the same rows with `continue_tokens`."""
+    """Sample up to max_new_tokens per row with a KV cache. Returns (ids, mask, logprobs, ended), each (B, T) but
+    `ended` (B,), and the KV state to continue the same rows with `continue_tokens`. A row's mask covers its tokens
+    up to and including its end token.
+
+    With `repeats` > 1 the prompts are distinct and each is completed `repeats` times: the prompt is run once and
+    its cache repeated (B = prompts x repeats). With `prefix_cache` (one row of `prefix_len` tokens, see
+    `training.logprobs.prefill`), every prompt is that prefix followed by its row of `prompt_ids`."""
     from transformers import DynamicCache
 
     from training.logprobs import model_forward, repeat_cache
