@@ -7,13 +7,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
-import urllib.request
 
 import psutil
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "e2e"))
-from studio_server import free_port  # noqa: E402
+from studio_server import free_port, wait_healthy  # noqa: E402
 
 
 def test_rlvr_studio_binds_loopback_by_default(tmp_path):
@@ -23,17 +21,8 @@ def test_rlvr_studio_binds_loopback_by_default(tmp_path):
                              str(tmp_path / "ws")], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
     try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            assert proc.poll() is None, proc.stdout.read().decode()
-            assert time.time() < deadline, "studio did not come up"
-            time.sleep(0.3)
+        wait_healthy(f"http://127.0.0.1:{port}", proc, 60,  # a running server's pipe would block: read it only once exited
+                     lambda: proc.stdout.read().decode() if proc.poll() is not None else "studio did not come up")
         listening = [c.laddr for p in [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
                      for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
         assert listening and all(a.ip == "127.0.0.1" and a.port == port for a in listening), listening

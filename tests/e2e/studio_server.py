@@ -10,7 +10,7 @@ import time
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -21,6 +21,23 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float, output: Callable[[], str]) -> None:
+    """Poll the server's health endpoint until it answers 200; raise with its output if it exits or times out."""
+    deadline = time.time() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"studio server exited with {proc.returncode}: {output()}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.time() > deadline:
+            raise TimeoutError(f"studio server not healthy after {timeout_s}s: {output()}")
+        time.sleep(0.3)
 
 
 @contextmanager
@@ -35,19 +52,7 @@ def studio_server(workspace: Path, log_path: Path, timeout_s: float = 90.0) -> I
                             start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + timeout_s
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"studio server exited with {proc.returncode}: {log_path.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.time() > deadline:
-                raise TimeoutError(f"studio server not healthy after {timeout_s}s: {log_path.read_text()[-2000:]}")
-            time.sleep(0.3)
+        wait_healthy(url, proc, timeout_s, lambda: log_path.read_text()[-2000:])
         yield url, proc
     finally:
         if proc.poll() is None:
