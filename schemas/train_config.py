@@ -163,6 +163,9 @@ class SFTSection(_Strict):
     scheduler: Literal["constant", "cosine", "linear"] = "constant"  # learning-rate schedule over max_steps/epochs
     warmup_ratio: float = Field(0.0, ge=0.0, lt=1.0)
     max_minutes: float | None = Field(None, gt=0.0)  # stop after this wall time; the model so far is saved
+    # batch demonstrations that open with the same system prompt and run that prompt once per batch (exact
+    # gradients; training.sft_packs); single process only, DDP and gradient checkpointing use TRL's own batches
+    shared_prefix: bool = True
     lora: LoraSection = Field(default_factory=LoraSection)
 
 

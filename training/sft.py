@@ -48,8 +48,10 @@ def read_demonstrations(path: str | Path) -> list[list[dict[str, str]]]:
     return out
 
 
-def tokenize_with_assistant_mask(tokenizer: Any, messages: list[dict[str, str]], max_length: int) -> dict[str, list[int]]:
-    """input_ids of the whole conversation and a mask that is 1 on assistant-turn tokens (content + end token).
+def tokenize_with_assistant_mask(tokenizer: Any, messages: list[dict[str, str]], max_length: int) -> dict[str, Any]:
+    """input_ids of the whole conversation, a mask that is 1 on assistant-turn tokens (content + end token), and
+    `context_len`: the tokens of the opening message (a system prompt, shared by many demonstrations and so run
+    once per batch by `training.sft_packs`).
 
     Built by rendering growing prefixes of the conversation: the text an assistant message adds after the
     generation prompt, up to and including the end-of-turn token, is what the model should learn to produce; the
@@ -58,6 +60,7 @@ def tokenize_with_assistant_mask(tokenizer: Any, messages: list[dict[str, str]],
     ids: list[int] = []
     mask: list[int] = []
     done = ""
+    context_len = 0
 
     def add(text: str, m: int) -> None:
         if text:
@@ -80,8 +83,11 @@ def tokenize_with_assistant_mask(tokenizer: Any, messages: list[dict[str, str]],
             if not full.startswith(done):
                 raise SFTError("the chat template does not render conversations incrementally; cannot mask turns")
             add(full[len(done):], 0)
+            if k == 0:
+                context_len = len(ids)
         done = full
-    return {"input_ids": ids[:max_length], "assistant_masks": mask[:max_length]}
+    return {"input_ids": ids[:max_length], "assistant_masks": mask[:max_length],
+            "context_len": min(context_len, max_length)}
 
 
 def run_sft(
@@ -124,14 +130,27 @@ def run_sft(
                                  target_modules=sec.lora.target_modules, task_type="CAUSAL_LM")
     work = out_dir.parent / f".work-{out_dir.name}"
     bf16 = cfg.model.precision == "bf16-autocast"
+    packed = shared_prefix_applies(sec, cfg)
+    if packed:  # one pack (<= batch_size rows sharing their system prompt) per device batch, see training.sft_packs
+        from training.sft_packs import build_packs, collate_pack
+
+        train_rows = build_packs(rows, sec.batch_size, cfg.seed)
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        extra: dict[str, Any] = {"data_collator": lambda f: collate_pack(f, pad)}
+        trainer_cls = _packed_trainer(SFTTrainer, bf16)
+    else:
+        train_rows = [{"input_ids": r["input_ids"], "assistant_masks": r["assistant_masks"]} for r in rows]
+        extra, trainer_cls = {}, SFTTrainer
     args = SFTConfig(
         output_dir=str(work), num_train_epochs=sec.epochs, max_steps=sec.max_steps or -1, learning_rate=sec.lr,
-        per_device_train_batch_size=sec.batch_size, gradient_accumulation_steps=sec.gradient_accumulation_steps,
+        per_device_train_batch_size=1 if packed else sec.batch_size,
+        gradient_accumulation_steps=sec.gradient_accumulation_steps,
         max_length=sec.max_length, logging_steps=1, save_strategy="no", report_to=[], seed=cfg.seed,
         use_cpu=not torch.cuda.is_available(), bf16=bf16, dataloader_num_workers=0,
         gradient_checkpointing=cfg.model.gradient_checkpointing,
         lr_scheduler_type={"constant": "constant_with_warmup"}.get(sec.scheduler, sec.scheduler),
         warmup_steps=sec.warmup_ratio, padding_free=False,
+        **({"dataset_kwargs": {"skip_prepare_dataset": True}, "remove_unused_columns": False} if packed else {}),
     )
     deadline = time.time() + sec.max_minutes * 60 if sec.max_minutes else None
     stopped_early = False
@@ -146,8 +165,9 @@ def run_sft(
             if deadline is not None and time.time() > deadline:  # a wall-time budget: keep what was learned
                 control.should_training_stop = stopped_early = True
 
-    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-                         peft_config=peft_config, callbacks=[Relay()])
+    trainer = trainer_cls(model=model, args=args, train_dataset=Dataset.from_list(train_rows),
+                          processing_class=tokenizer, peft_config=peft_config, callbacks=[Relay()], **extra)
+    batches = len(train_rows) if packed else -(-len(train_rows) // sec.batch_size)
     t0 = time.time()
     result = trainer.train()
     trained = trainer.model
@@ -165,7 +185,9 @@ def run_sft(
     (tmp / "sft_info.json").write_text(json.dumps({
         "demonstrations": len(rows), "steps": result.global_step, "train_loss": result.training_loss,
         "seconds": round(time.time() - t0, 1), "lora": sec.lora.enabled, "config_hash": cfg.config_hash(),
-        "stopped_at_max_minutes": stopped_early, "scheduler": sec.scheduler,
+        "stopped_at_max_minutes": stopped_early, "scheduler": sec.scheduler, "shared_prefix": packed,
+        "batches_per_epoch": batches,
+        "epochs": round(result.global_step * sec.gradient_accumulation_steps / max(1, batches), 3),
     }, indent=1))
     write_manifest(tmp, source=f"sft:{sec.data_path}")
     if out_dir.exists():
@@ -174,3 +196,46 @@ def run_sft(
     shutil.rmtree(work, ignore_errors=True)
     model.train()
     return out_dir
+
+
+def shared_prefix_applies(sec: SFTSection, cfg: TrainConfig) -> bool:
+    """Shared-prefix packs need the prefix's cache inside one process's forward: not under DDP (the loss calls the
+    decoder directly, outside DDP's forward) and not with gradient checkpointing (which turns the cache off)."""
+    import os
+
+    return sec.shared_prefix and int(os.environ.get("WORLD_SIZE", "1")) == 1 and not cfg.model.gradient_checkpointing
+
+
+def _packed_trainer(base: type, bf16: bool) -> type:
+    """TRL's SFTTrainer with the forward of `training.sft_packs`: same loop, optimizer, schedule and logs; the loss
+    is the mean NLL over the assistant tokens of all accumulated packs, as TRL's own."""
+    import torch
+
+    from training.sft_packs import pack_token_logprobs
+
+    class PackedSFTTrainer(base):  # type: ignore[misc, valid-type]
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            amp = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 and not torch.is_autocast_enabled("cpu") \
+                else _nullcontext()
+            with amp:
+                lp, ent = pack_token_logprobs(model, inputs["prefix_ids"], inputs["input_ids"],
+                                              inputs["attention_mask"], inputs["labels"])
+            n = lp.numel() if num_items_in_batch is None else num_items_in_batch
+            loss = -lp.sum() / torch.as_tensor(n).clamp(min=1)
+            mode = "train" if model.training else "eval"
+            self._metrics[mode]["entropy"].append(ent.mean().item() if ent.numel() else 0.0)
+            if mode == "train":  # tokens the conversations hold, the prefix counted once per row as TRL counts it
+                b, p = inputs["input_ids"].shape[0], inputs["prefix_ids"].shape[1]
+                self._total_train_tokens += int(inputs["attention_mask"].sum()) + b * p
+            self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
+            return (loss, None) if return_outputs else loss
+
+    return PackedSFTTrainer
+
+
+class _nullcontext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *a):
+        return False

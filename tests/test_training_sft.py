@@ -1,0 +1,137 @@
+"""SFT warm start: assistant-only masks from the chat template, shared-prefix packs that give the same loss and
+gradient as separate conversations, and TRL's SFTTrainer driving both layouts to a model that fits its
+demonstrations."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from training.sft import read_demonstrations, tokenize_with_assistant_mask
+from training.sft_packs import IGNORE, build_packs, collate_pack, pack_prefix_len, pack_token_logprobs
+
+SYSTEM = ("You can use tools. To call a tool, write <tool_call>{...}</tool_call>.\nTools:\n"
+          "email_search_emails(query?: string) - Searches emails.\nemail_reply_email(email_id: string, body: string)")
+
+
+def _tiny():
+    from training.model import load_tokenizer
+    from training.policy import build_random_model
+
+    tok = load_tokenizer("default")
+    return build_random_model(tok, seed=3), tok
+
+
+def _demo(who: str, reply: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": SYSTEM},
+            {"role": "user", "content": f"Answer the latest email from {who}: '{reply}'"},
+            {"role": "assistant", "content": f'<tool_call>{{"name": "email_search_emails", "arguments": {{"query": "{who}"}}}}</tool_call>'},
+            {"role": "tool", "content": f'{{"emails": [{{"email_id": "000001{len(who):02d}", "sender": "{who}"}}]}}'},
+            {"role": "assistant", "content": f'<tool_call>{{"name": "email_reply_email", "arguments": {{"email_id": "000001{len(who):02d}", "body": "{reply}"}}}}</tool_call>'},
+            {"role": "tool", "content": '"Email replied successfully."'},
+            {"role": "assistant", "content": f"I replied to {who}."}]
+
+
+DEMOS = [_demo("Anthony", "Thanks!"), _demo("Shirley Moses", "Please keep me posted."), _demo("Ryan", "On it.")]
+
+
+def test_assistant_mask_covers_exactly_the_assistant_turns():
+    _, tok = _tiny()
+    row = tokenize_with_assistant_mask(tok, DEMOS[1], 4096)
+    ids, mask = row["input_ids"], row["assistant_masks"]
+    assert ids == tok(tok.apply_chat_template(DEMOS[1], tokenize=False), add_special_tokens=False)["input_ids"]
+    learned = tok.decode([t for t, m in zip(ids, mask) if m])
+    assert "email_reply_email" in learned and "I replied to Shirley Moses." in learned
+    assert "Email replied successfully" not in learned and "Answer the latest email" not in learned
+    assert learned.count(tok.eos_token) == 3  # each assistant turn learns to end itself
+    system = tok(tok.apply_chat_template(DEMOS[1][:1], tokenize=False), add_special_tokens=False)["input_ids"]
+    assert row["context_len"] == len(system) and ids[: len(system)] == system
+
+
+def test_a_shared_prefix_pack_gives_the_loss_and_gradient_of_separate_conversations():
+    model, tok = _tiny()
+    twin = copy.deepcopy(model)
+    rows = [tokenize_with_assistant_mask(tok, d, 4096) for d in DEMOS]
+    (pack,) = build_packs(rows, batch=4, seed=0)
+    assert len(pack["prefix_ids"]) >= rows[0]["context_len"]  # the system prompt runs once for the pack
+    batch = collate_pack([pack], tok.pad_token_id)
+    lp, _ = pack_token_logprobs(twin, **batch)
+    packed_nll = -lp.sum()
+
+    separate = torch.zeros(())
+    for r in rows:  # plain causal-LM forward of each whole conversation, NLL of its assistant tokens
+        ids = torch.tensor([r["input_ids"]])
+        logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), -1)
+        tgt = ids[0, 1:]
+        keep = torch.tensor(r["assistant_masks"][1:], dtype=torch.bool)
+        separate = separate - logp.gather(-1, tgt[:, None]).squeeze(-1)[keep].sum()
+    assert lp.numel() == sum(sum(r["assistant_masks"]) for r in rows)
+    assert torch.allclose(packed_nll, separate, rtol=1e-5)
+    packed_nll.backward()
+    separate.backward()
+    for (n, a), (_, b) in zip(model.named_parameters(), twin.named_parameters()):
+        assert torch.allclose(a.grad, b.grad, atol=1e-5, rtol=1e-4), (n, float((a.grad - b.grad).abs().max()))
+
+
+def test_packs_group_by_system_prompt_and_never_hide_a_label_in_the_prefix():
+    _, tok = _tiny()
+    other = [[{"role": "system", "content": "Another toolkit entirely, listed at some length " * 4}] + d[1:]
+             for d in DEMOS[:2]]
+    lone = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    rows = [tokenize_with_assistant_mask(tok, d, 4096) for d in DEMOS + other + [lone]]
+    packs = build_packs(rows, batch=2, seed=0)
+    assert sorted(len(p["row_ids"]) for p in packs) == [1, 1, 2, 2]  # 3 + 2 + 1 rows, at most 2 per pack
+    assert sum(len(p["row_ids"]) for p in packs) == len(rows)
+    for p in packs:
+        for ids, mask in zip(p["row_ids"], p["row_masks"]):
+            assert mask[0] == 0 and len(ids) == len(mask)  # the first row token is predicted from the row itself
+    # two copies of one conversation share everything up to (not into) the first assistant token
+    same = [tokenize_with_assistant_mask(tok, DEMOS[0], 4096)] * 2
+    first = same[0]["assistant_masks"].index(1)
+    assert pack_prefix_len(same) == first - 1
+    batch = collate_pack(build_packs(same, batch=2, seed=0), tok.pad_token_id)
+    assert (batch["labels"][:, 0] == IGNORE).all()
+
+
+@pytest.mark.parametrize("shared_prefix", [True, False])
+def test_sft_through_trl_fits_the_demonstrations(tmp_path, shared_prefix):
+    from schemas.train_config import SFTSection
+    from training.config_io import parse_train_config
+    from training.sft import run_sft
+
+    demos = tmp_path / "demos.jsonl"
+    demos.write_text("".join(json.dumps({"messages": d}) + "\n" for d in DEMOS * 4))
+    cfg = parse_train_config({
+        "name": "sft-test", "output_dir": str(tmp_path / "run"), "threads": 1,
+        "model": {"init": "random", "tokenizer": "default",
+                  "architecture": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                                   "num_attention_heads": 4, "num_key_value_heads": 2}},
+        "data": {"path": str(demos)}, "reward": {"function": "env", "allow_unaudited": True},
+        "sft": SFTSection(data_path=str(demos), max_steps=15, lr=3e-3, batch_size=4, max_length=1024,
+                          shared_prefix=shared_prefix).model_dump(),
+    })
+    model, tok = _tiny()
+    rows = [tokenize_with_assistant_mask(tok, d, 4096) for d in read_demonstrations(demos)]
+
+    def nll(m) -> float:
+        with torch.no_grad():
+            b = collate_pack(build_packs(rows, 16, 0), tok.pad_token_id)
+            return float(-pack_token_logprobs(m, **b)[0].mean())
+
+    before = nll(model)
+    losses: list[float] = []
+    out = run_sft(cfg, model=model, tokenizer=tok, out_dir=tmp_path / "sft",
+                  on_log=lambda r: losses.append(r["loss"]) if "loss" in r else None)
+    info = json.loads((out / "sft_info.json").read_text())
+    assert info["shared_prefix"] is shared_prefix and info["steps"] == 15
+    assert info["batches_per_epoch"] == 3  # 12 rows: 3 packs of 4 sharing the system prompt, or 3 batches of 4
+    from transformers import AutoModelForCausalLM
+
+    after = nll(AutoModelForCausalLM.from_pretrained(out))
+    assert after < 0.6 * before, (before, after)  # random init: ~10.8 nats per token before, ~6 after 15 steps
+    assert losses[-1] < losses[0]
+    assert not any(Path(tmp_path).glob(".tmp-*")) and (out / "model.safetensors").exists()
