@@ -100,8 +100,9 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
                     "max_new_tokens": a.max_new_tokens, "max_total_tokens": 3072, "temperature": 1.0},
         "loss": {"type": "dapo"}, "dynamic_sampling": {"enabled": True, "max_rounds": a.ds_rounds},
         "optim": {"lr": a.grpo_lr, "optimizer": "adamw-bf16", "micro_batch_size": 4},
-        "sft": {"data_path": str(data / "demonstrations.jsonl"), "max_steps": a.sft_steps, "lr": a.sft_lr,
-                "batch_size": 1, "gradient_accumulation_steps": a.sft_accum, "max_length": 3072,
+        "sft": {"data_path": str(data / "demonstrations.jsonl"), "max_steps": a.sft_steps, "epochs": a.sft_epochs,
+                "lr": a.sft_lr, "batch_size": a.sft_batch, "gradient_accumulation_steps": a.sft_accum,
+                "max_length": 3072,
                 "scheduler": "cosine", "warmup_ratio": 0.05, "max_minutes": a.sft_minutes},
         "checkpoint": {"every": 1000, "keep": 1},
     })
@@ -330,8 +331,10 @@ def main() -> None:
                     help="tools in each task's prompt: its toolkits + the directory, or all 27 (WorkBench's setting)")
     ap.add_argument("--eval-tasks", type=int, default=48)
     ap.add_argument("--eval-batch", type=int, default=16)
-    ap.add_argument("--sft-steps", type=int, default=100, help="optimizer steps (x --sft-accum demonstrations)")
-    ap.add_argument("--sft-accum", type=int, default=4)
+    ap.add_argument("--sft-epochs", type=float, default=1.0)
+    ap.add_argument("--sft-steps", type=int, default=None, help="optimizer steps (overrides --sft-epochs)")
+    ap.add_argument("--sft-batch", type=int, default=4, help="demonstrations per batch (sharing their system prompt)")
+    ap.add_argument("--sft-accum", type=int, default=2)
     ap.add_argument("--sft-lr", type=float, default=1e-4)
     ap.add_argument("--sft-minutes", type=float, default=22.0, help="SFT wall-time cap")
     ap.add_argument("--grpo-steps", type=int, default=40, help="at most; the time budget decides")
@@ -374,8 +377,9 @@ def main() -> None:
                       "eval": "greedy, one episode per task, the verifier's binary verdict",
                       "eval_sample": "fixed random sample (seed 0) of the test split",
                       "train_reward": "workplace verifier, shaped (dominance: every pass >= 0.75 > every failure)",
-                      "loss": "dapo", "dynamic_sampling": True, "sft": f"full fine-tune, batch 1 x {a.sft_accum} "
-                      f"accumulation, lr {a.sft_lr} cosine, at most {a.sft_steps} steps / {a.sft_minutes} min",
+                      "loss": "dapo", "dynamic_sampling": True, "sft": f"full fine-tune, shared-prefix batches of "
+                      f"{a.sft_batch} x {a.sft_accum} accumulation, lr {a.sft_lr} cosine, {a.sft_epochs} epochs "
+                      f"(or {a.sft_steps} steps), at most {a.sft_minutes} min",
                       "grpo": f"{a.grpo_batch} episodes per step (4 per prompt), lr {a.grpo_lr}, AdamW bf16 moments",
                       "max_turns": a.max_turns, "max_new_tokens": a.max_new_tokens, "precision": a.precision,
                       "torch_threads": threads, "cpu_count": os.cpu_count()},

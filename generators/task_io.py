@@ -110,7 +110,7 @@ def read_tasks(path: str | Path) -> list[TaskRow]:
 def task_to_record(task: TaskRow) -> dict[str, Any]:
     d = task.model_dump(mode="json", exclude_none=False)
     for key in NESTED_FIELDS:
-        d[key] = None if d.get(key) is None else json.dumps(d[key], sort_keys=True, ensure_ascii=False)
+        d[key] = None if d.get(key) is None else json.dumps(d[key], ensure_ascii=False)  # key order kept: a tool schema lists its parameters in the order prompts show them
     return d
 
 

@@ -124,3 +124,35 @@ def test_tool_suffix_closes_an_unended_turn():
     cut = tok.decode(tool_suffix_ids(tok, before, "A", after, False))
     assert ended == "\n<|im_start|>tool\nR<|im_end|>\n<|im_start|>assistant\n"
     assert cut == "<|im_end|>" + ended
+
+
+def test_sft_trains_on_exactly_the_prompts_rollouts_show(workplace):
+    """A demonstration and an episode of the same stored task see the same tokens: the system prompt (tool listing
+    with parameters in schema order, after the Parquet round trip), the request, and each tool result. A model
+    fine-tuned on one prompt and evaluated on a reworded one is measured on a task it never saw."""
+    import json
+
+    from generators.task_io import read_tasks
+    from rewards.environments.loop import ToolLoop
+    from rewards.environments.workplace import WorkplaceEnv
+    from training.model import load_tokenizer
+    from training.multiturn import load_workplace_world
+    from training.sft import tokenize_with_assistant_mask
+
+    tok = load_tokenizer("default")
+    tasks = {t.id: t for t in read_tasks(workplace / "train.parquet")}
+    world = load_workplace_world(workplace)
+    demos = [json.loads(line) for line in (workplace / "demonstrations.jsonl").read_text().splitlines()]
+    assert demos
+    for demo in demos:
+        loop = ToolLoop(tasks[demo["task_id"]], WorkplaceEnv(world), max_turns=8)
+        row = tokenize_with_assistant_mask(tok, demo["messages"], 8192)
+        for msg in demo["messages"][2:]:
+            if msg["role"] != "assistant":
+                continue
+            shown = tok(tok.apply_chat_template(loop.prompt(), add_generation_prompt=True, tokenize=False),
+                        add_special_tokens=False)["input_ids"]
+            assert row["input_ids"][: len(shown)] == shown, demo["task_id"]
+            assert row["assistant_masks"][len(shown)] == 1  # the next token is the demonstrated reply
+            loop.step(msg["content"])
+        assert loop.done

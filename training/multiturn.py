@@ -13,6 +13,7 @@ only the tool results and the next generation prompt, not the whole conversation
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -126,7 +127,7 @@ class EnvironmentCollector:
         gen = torch.Generator(device="cpu").manual_seed(params.seed)
         was_training = self.model.training
         self.model.eval()
-        amp = torch.autocast(device_type=device.type, dtype=torch.bfloat16) if self.autocast_bf16 else _Null()
+        amp = torch.autocast(device_type=device.type, dtype=torch.bfloat16) if self.autocast_bf16 else nullcontext()
         try:
             with amp:
                 plen = common_prefix_len([e.prompt_ids for e in episodes])
@@ -219,14 +220,6 @@ class EnvironmentCollector:
                 extras={"turns": traj.turns, "stopped": traj.stopped},
             ))
         return samples
-
-
-class _Null:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *a):
-        return False
 
 
 def make_environment_collector(cfg: TrainConfig, model: Any, tok: Any, reward: Any, autocast_bf16: bool = False) -> EnvironmentCollector:

@@ -209,6 +209,8 @@ def shared_prefix_applies(sec: SFTSection, cfg: TrainConfig) -> bool:
 def _packed_trainer(base: type, bf16: bool) -> type:
     """TRL's SFTTrainer with the forward of `training.sft_packs`: same loop, optimizer, schedule and logs; the loss
     is the mean NLL over the assistant tokens of all accumulated packs, as TRL's own."""
+    from contextlib import nullcontext
+
     import torch
 
     from training.sft_packs import pack_token_logprobs
@@ -216,7 +218,7 @@ def _packed_trainer(base: type, bf16: bool) -> type:
     class PackedSFTTrainer(base):  # type: ignore[misc, valid-type]
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             amp = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 and not torch.is_autocast_enabled("cpu") \
-                else _nullcontext()
+                else nullcontext()
             with amp:
                 lp, ent = pack_token_logprobs(model, inputs["prefix_ids"], inputs["input_ids"],
                                               inputs["attention_mask"], inputs["labels"])
@@ -232,10 +234,3 @@ def _packed_trainer(base: type, bf16: bool) -> type:
 
     return PackedSFTTrainer
 
-
-class _nullcontext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *a):
-        return False
