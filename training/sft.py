@@ -217,7 +217,8 @@ def _packed_trainer(base: type, bf16: bool) -> type:
 
     class PackedSFTTrainer(base):  # type: ignore[misc, valid-type]
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            amp = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 and not torch.is_autocast_enabled("cpu") \
+            dev = inputs["input_ids"].device.type
+            amp = torch.autocast(dev, dtype=torch.bfloat16) if bf16 and not torch.is_autocast_enabled(dev) \
                 else nullcontext()
             with amp:
                 lp, ent = pack_token_logprobs(model, inputs["prefix_ids"], inputs["input_ids"],
