@@ -62,6 +62,7 @@ def build_packs(rows: list[dict[str, list[int]]], batch: int, seed: int) -> list
             continue
         rng.shuffle(members)
         packs += [members[i:i + batch] for i in range(0, len(members), batch)]
+    rng.shuffle(loners)  # e.g. single-turn demonstrations, each with its own question: mixed, not sorted
     packs += [loners[i:i + batch] for i in range(0, len(loners), batch)]
     out = []
     for members in packs:
