@@ -93,7 +93,8 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
     return parse_train_config({
         "name": f"learn-workplace-{run}", "seed": 0, "output_dir": str(a.work / run), "threads": threads,
         "steps": steps, "batch_size": a.grpo_batch,
-        "model": {"name": "default", "precision": a.precision},
+        "model": {"name": "default", "precision": a.precision, "freeze_embeddings": a.freeze_embeddings,
+                  "freeze_layers": a.freeze_layers},
         "data": {"path": str(data), "split": "train"},
         "reward": {"function": reward, "allow_unaudited": True},
         "rollout": {"environment": "workplace", "num_generations": 4, "max_turns": a.max_turns,
@@ -341,6 +342,8 @@ def main() -> None:
     ap.add_argument("--grpo-batch", type=int, default=8, help="episodes per step (4 per prompt)")
     ap.add_argument("--grpo-lr", type=float, default=1e-5)
     ap.add_argument("--ds-rounds", type=int, default=2, help="dynamic-sampling rounds per step at most")
+    ap.add_argument("--freeze-layers", type=int, default=0, help="first decoder layers kept fixed (SFT and GRPO)")
+    ap.add_argument("--freeze-embeddings", action="store_true", help="keep the token embeddings (tied head) fixed")
     ap.add_argument("--max-turns", type=int, default=6)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--precision", default="bf16-autocast", choices=["fp32", "bf16-autocast"])
@@ -377,7 +380,10 @@ def main() -> None:
                       "eval": "greedy, one episode per task, the verifier's binary verdict",
                       "eval_sample": "fixed random sample (seed 0) of the test split",
                       "train_reward": "workplace verifier, shaped (dominance: every pass >= 0.75 > every failure)",
-                      "loss": "dapo", "dynamic_sampling": True, "sft": f"full fine-tune, shared-prefix batches of "
+                      "loss": "dapo", "dynamic_sampling": True,
+                      "frozen": f"embeddings {'fixed' if a.freeze_embeddings else 'trained'}, first {a.freeze_layers} "
+                                "decoder layers fixed (SFT and GRPO)",
+                      "sft": f"full fine-tune, shared-prefix batches of "
                       f"{a.sft_batch} x {a.sft_accum} accumulation, lr {a.sft_lr} cosine, {a.sft_epochs} epochs "
                       f"(or {a.sft_steps} steps), at most {a.sft_minutes} min",
                       "grpo": f"{a.grpo_batch} episodes per step (4 per prompt), lr {a.grpo_lr}, AdamW bf16 moments",

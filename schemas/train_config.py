@@ -50,6 +50,11 @@ class ModelSection(_Strict):
     # "bf16-autocast" is mixed precision: on CPUs with AVX512-BF16 (and on GPUs) it is several times faster.
     precision: Literal["fp32", "bf16-autocast"] = "fp32"
     gradient_checkpointing: bool = False
+    # Full fine-tuning of the upper layers only (SFT and GRPO): the token embeddings (with a tied LM head) and the
+    # first `freeze_layers` decoder layers keep their weights. No backward pass runs below the first trained layer,
+    # so a step costs less (on 2 CPU cores: 19 s -> 12 s per 8 workplace demonstrations with 10 of 30 frozen).
+    freeze_embeddings: bool = False
+    freeze_layers: int = Field(0, ge=0)
 
 
 class LoraSection(_Strict):
@@ -240,6 +245,10 @@ class TrainConfig(_Strict):
             problems.append("model.init: random needs model.tokenizer (the vocabulary to build the model for)")
         if self.model.dtype == "float16" and self.model.init == "random":
             problems.append("model.dtype float16 cannot train a random-init model stably; use float32 or bfloat16")
+        frozen = self.model.freeze_embeddings or self.model.freeze_layers
+        if frozen and (self.lora.enabled or (self.sft is not None and self.sft.lora.enabled)):
+            problems.append("model.freeze_embeddings / model.freeze_layers choose what full fine-tuning trains; with "
+                            "LoRA only the adapters train anyway: unset one of them")
         if problems:
             raise ValueError("incompatible training options:\n  - " + "\n  - ".join(problems))
         return self

@@ -135,3 +135,32 @@ def test_sft_through_trl_fits_the_demonstrations(tmp_path, shared_prefix):
     assert after < 0.6 * before, (before, after)  # random init: ~10.8 nats per token before, ~6 after 15 steps
     assert losses[-1] < losses[0]
     assert not any(Path(tmp_path).glob(".tmp-*")) and (out / "model.safetensors").exists()
+
+
+def test_sft_with_frozen_lower_layers_trains_only_the_upper_ones(tmp_path):
+    """model.freeze_layers / freeze_embeddings apply to SFT too, also to a model passed in by the caller."""
+    from safetensors.torch import load_file
+
+    from training.config_io import parse_train_config
+    from training.sft import run_sft
+
+    demos = tmp_path / "demos.jsonl"
+    demos.write_text("".join(json.dumps({"messages": d}) + "\n" for d in DEMOS * 2))
+    cfg = parse_train_config({
+        "name": "sft-frozen", "output_dir": str(tmp_path / "run"), "threads": 1,
+        "model": {"init": "random", "tokenizer": "default", "freeze_layers": 1, "freeze_embeddings": True},
+        "data": {"path": str(demos)}, "reward": {"function": "env", "allow_unaudited": True},
+        "sft": {"data_path": str(demos), "max_steps": 3, "lr": 3e-3, "batch_size": 3},
+    })
+    model, tok = _tiny()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    out = run_sft(cfg, model=model, tokenizer=tok, out_dir=tmp_path / "sft")
+    after = load_file(out / "model.safetensors")
+    info = json.loads((out / "sft_info.json").read_text())
+    assert info["trainable_params"] == sum(v.numel() for k, v in before.items() if k.startswith("model.layers.1."))\
+        + before["model.norm.weight"].numel()
+    for k in after:
+        if k.startswith(("model.embed_tokens", "model.layers.0.")):
+            assert torch.equal(before[k], after[k]), f"{k} is frozen but changed"
+        elif k.endswith("proj.weight"):
+            assert not torch.equal(before[k], after[k]), f"{k} should have trained"

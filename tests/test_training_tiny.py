@@ -131,6 +131,7 @@ def test_resume_after_sigkill_gives_the_uninterrupted_result(tmp_path):
     ({"reward__allow_unaudited": False}, "reward.allow_unaudited: true"),
     ({"overlong__buffer_tokens": 40}, "must be below rollout.max_new_tokens"),
     ({"rollout__max_turns": 3}, "needs rollout.environment"),
+    ({"model__freeze_layers": 1, "lora__enabled": True}, "with LoRA only the adapters train anyway"),
 ])
 def test_incompatible_options_are_refused_with_what_to_change(tmp_path, changes, expected):
     result = runner.invoke(app, ["train", str(_tiny_yaml(tmp_path, **changes))])
@@ -185,3 +186,37 @@ def test_dynamic_sampling_drops_zero_variance_groups_and_logs_counts(tmp_path):
         assert r["groups_kept"] <= 2
         assert r["groups_sampled"] == r["groups_kept"] + r["zero_variance_groups"]
         assert 1 <= r["ds_rounds"] <= 4
+
+
+def test_frozen_layers_keep_their_weights_while_the_rest_trains(tmp_path):
+    """model.freeze_embeddings + freeze_layers: GRPO updates only the upper layers; the embeddings (the tied head)
+    and the first layer are bit-identical to the initial model in the final checkpoint."""
+    import torch
+    from safetensors.torch import load_file
+
+    from training.model import load_tokenizer
+    from training.policy import build_random_model
+
+    cfg = _tiny_yaml(tmp_path, steps=2, checkpoint__every=2, model__freeze_layers=1, model__freeze_embeddings=True,
+                     optim__lr=1e-2)
+    result = runner.invoke(app, ["train", str(cfg)])
+    assert result.exit_code == 0, result.output
+    data = yaml.safe_load(cfg.read_text())
+    start = build_random_model(load_tokenizer("default"), data["model"]["architecture"], seed=data["seed"])
+    after = load_file(tmp_path / "run" / "checkpoints" / "step-2" / "model.safetensors")
+    before = {k: v for k, v in start.state_dict().items() if k in after}
+    frozen = [k for k in before if k.startswith(("model.embed_tokens", "model.layers.0."))]
+    trained = [k for k in before if k.startswith("model.layers.1.") and k.endswith("proj.weight")]
+    assert frozen and trained
+    assert all(torch.equal(before[k], after[k]) for k in frozen), [k for k in frozen if not torch.equal(before[k], after[k])]
+    assert any(not torch.equal(before[k], after[k]) for k in trained)
+
+
+def test_freezing_every_layer_is_refused_with_the_layer_count():
+    from schemas.train_config import ModelSection
+    from training.model import load_tokenizer
+    from training.policy import build_random_model, freeze
+
+    model = build_random_model(load_tokenizer("default"))
+    with pytest.raises(ValueError, match="the model has 2 decoder layers; freeze fewer"):
+        freeze(model, ModelSection(freeze_layers=2))

@@ -60,7 +60,33 @@ def load_policy(section: ModelSection, *, seed: int = 0, threads: int | None = N
         model.gradient_checkpointing_enable()
         model.config.use_cache = True
     model.generation_config.pad_token_id = tok.pad_token_id
+    freeze(model, section)
     return model, tok
+
+
+def freeze(model: Any, section: ModelSection) -> Any:
+    """Stop training the token embeddings and/or the first `section.freeze_layers` decoder layers.
+
+    Why: on a CPU most of a fine-tuning step is the backward pass. Below the first trained layer there is nothing
+    to differentiate, so autograd stops there and stores no activations for it, and the optimizer holds no state for
+    frozen weights. A tied LM head shares the embedding matrix and is frozen with it."""
+    n = section.freeze_layers
+    if not (section.freeze_embeddings or n):
+        return model
+    inner = getattr(model, "model", None)
+    layers = getattr(inner, "layers", None)
+    if layers is None or not hasattr(inner, "embed_tokens"):
+        raise ValueError(f"model.freeze_layers / freeze_embeddings: {type(model).__name__} has no `model.layers` and "
+                         "`model.embed_tokens` (a decoder-only transformer is expected)")
+    if n >= len(layers):
+        raise ValueError(f"model.freeze_layers {n}: the model has {len(layers)} decoder layers; freeze fewer so that "
+                         "some train")
+    if section.freeze_embeddings:
+        inner.embed_tokens.weight.requires_grad_(False)
+    for layer in layers[:n]:
+        for p in layer.parameters():
+            p.requires_grad_(False)
+    return model
 
 
 def apply_lora(model: Any, lora: LoraSection) -> Any:

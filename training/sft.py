@@ -109,13 +109,14 @@ def run_sft(
     from trl import SFTConfig, SFTTrainer
 
     from training.model import configure_threads, write_manifest
-    from training.policy import load_policy
+    from training.policy import freeze, load_policy
 
     sec: SFTSection = cfg.sft or SFTSection(data_path=cfg.data.path)
     threads = configure_threads(cfg.threads)
     out_dir = Path(out_dir or Path(cfg.output_dir) / "sft" / "final")
     if model is None:
         model, tokenizer = load_policy(cfg.model, seed=cfg.seed, threads=threads)
+    freeze(model, cfg.model)  # a model passed in gets the same layers frozen as one loaded here
     tokenizer.padding_side = "right"
     demos = demonstrations if demonstrations is not None else read_demonstrations(sec.data_path)
     rows = [tokenize_with_assistant_mask(tokenizer, m, sec.max_length) for m in demos]
@@ -186,7 +187,7 @@ def run_sft(
         "demonstrations": len(rows), "steps": result.global_step, "train_loss": result.training_loss,
         "seconds": round(time.time() - t0, 1), "lora": sec.lora.enabled, "config_hash": cfg.config_hash(),
         "stopped_at_max_minutes": stopped_early, "scheduler": sec.scheduler, "shared_prefix": packed,
-        "batches_per_epoch": batches,
+        "batches_per_epoch": batches, "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
         "epochs": round(result.global_step * sec.gradient_accumulation_steps / max(1, batches), 3),
     }, indent=1))
     write_manifest(tmp, source=f"sft:{sec.data_path}")
