@@ -125,12 +125,17 @@ def common_prefix_len(rows: list[list[int]], minimum: int = 32) -> int:
     token of its own: a system prompt shared by every task of an environment is computed once per batch."""
     if len(rows) < 2:
         return 0
-    first = rows[0]
-    n = min(len(r) for r in rows) - 1
-    k = 0
-    while k < n and all(r[k] == first[k] for r in rows):
-        k += 1
+    k = shared_len(rows, min(len(r) for r in rows) - 1)
     return k if k >= minimum else 0
+
+
+def shared_len(rows: list[list[int]], limit: int) -> int:
+    """How many leading tokens (at most `limit`) every row has in common."""
+    first = rows[0]
+    k = 0
+    while k < limit and all(r[k] == first[k] for r in rows):
+        k += 1
+    return k
 
 
 def prefill(model: Any, prefix_ids: Tensor) -> Any:

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from training.logprobs import head_logprobs, model_forward, repeat_cache, split_head
+from training.logprobs import head_logprobs, model_forward, repeat_cache, shared_len, split_head
 from training.rollout import positions
 
 Tensor = torch.Tensor
@@ -37,12 +37,8 @@ def pack_prefix_len(rows: list[dict[str, list[int]]], minimum: int = 16) -> int:
     """Tokens every row of a pack shares, cut so that each row keeps at least one token of its own and no labelled
     token is predicted from inside the prefix (a label at index k is predicted from position k - 1, which must
     then be a row token). 0 when the shared part is shorter than `minimum` (not worth a separate pass)."""
-    first = rows[0]["input_ids"]
-    limit = min(len(r["input_ids"]) for r in rows) - 1
-    limit = min([limit] + [first_label(r["assistant_masks"]) - 1 for r in rows])
-    k = 0
-    while k < limit and all(r["input_ids"][k] == first[k] for r in rows):
-        k += 1
+    limit = min(min(len(r["input_ids"]) - 1, first_label(r["assistant_masks"]) - 1) for r in rows)
+    k = shared_len([r["input_ids"] for r in rows], limit)
     return k if k >= minimum else 0
 
 
