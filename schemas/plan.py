@@ -18,6 +18,7 @@ class ModelShape(BaseModel):
     intermediate: int
     vocab: int
     tied_embeddings: bool
+    frozen_layers: int = 0  # model.freeze_layers: no backward pass (and no stored activations) below them
 
 
 class Workload(BaseModel):

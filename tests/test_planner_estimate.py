@@ -57,7 +57,26 @@ def test_plan_without_probe_has_gpu_time_memory_and_sorted_reductions():
     assert e.memory.weights == e.model.params * 4 and e.memory.optimizer == 2 * e.memory.weights
     assert e.workload.prompt_tokens > 20  # measured on the arithmetic prompts through the chat template
     saves = [r.saves_s for r in rep.reductions]
-    assert saves == sorted(saves, reverse=True) and {r.change for r in rep.reductions} >= {"max tokens", "LoRA"}
+    assert saves == sorted(saves, reverse=True)
+    assert {r.change for r in rep.reductions} >= {"max tokens", "LoRA", "freeze lower layers"}
+
+
+def test_frozen_lower_layers_shrink_the_backward_and_the_trained_parameters():
+    from training.planner import training_flops
+
+    over = {"model": {"name": "default", "init": "pretrained"}}
+    full = load_train_config(TINY, check_files=False, overrides=over)
+    frozen = load_train_config(TINY, check_files=False, overrides={
+        "model": {**over["model"], "freeze_layers": 10, "freeze_embeddings": True}})
+    s_full, s_frozen = model_shape(full), model_shape(frozen)
+    per_layer = (s_full.params - s_full.vocab * s_full.hidden - s_full.hidden) // s_full.layers
+    assert s_frozen.trainable_params == s_full.trainable_params - 10 * per_layer - s_full.vocab * s_full.hidden
+    w = make_workload(full, prompt_tokens=100)
+    (t_full, _), (t_frozen, _) = training_flops(full, s_full, w), training_flops(frozen, s_frozen, w)
+    assert t_frozen / t_full == pytest.approx((1 + 2 * 20 / 30) / 3)  # forward through all 30, backward through 20
+    rep = plan(frozen, probe=False, gpus=["H100"])
+    assert rep.estimate.memory.optimizer == 2 * 4 * s_frozen.trainable_params
+    assert "freeze lower layers" not in {r.change for r in rep.reductions}  # already frozen: not suggested again
 
 
 def test_estimate_is_within_2x_of_a_measured_tiny_run(tmp_path):

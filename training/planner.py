@@ -90,7 +90,7 @@ def _tokenizer(name: str) -> Any:
     return load_tokenizer(_local(name))
 
 
-def shape_from_hf_config(name: str, c: Any, lora: Any | None = None) -> ModelShape:
+def shape_from_hf_config(name: str, c: Any, lora: Any | None = None, model: Any | None = None) -> ModelShape:
     h = int(c.hidden_size)
     heads = int(c.num_attention_heads)
     kv = int(getattr(c, "num_key_value_heads", None) or heads)
@@ -100,25 +100,28 @@ def shape_from_hf_config(name: str, c: Any, lora: Any | None = None) -> ModelSha
     vocab = int(c.vocab_size)
     tied = bool(getattr(c, "tie_word_embeddings", True))
     return make_shape(name, layers=layers, hidden=h, heads=heads, kv_heads=kv, head_dim=d, intermediate=inter,
-                      vocab=vocab, tied=tied, lora=lora)
+                      vocab=vocab, tied=tied, lora=lora, model=model)
 
 
 def make_shape(name: str, *, layers: int, hidden: int, heads: int, kv_heads: int, head_dim: int, intermediate: int,
-               vocab: int, tied: bool, lora: Any | None = None) -> ModelShape:
-    """Parameter counts of a Llama-style decoder (what SmolLM2 and the random-init tiny model are)."""
+               vocab: int, tied: bool, lora: Any | None = None, model: Any | None = None) -> ModelShape:
+    """Parameter counts of a Llama-style decoder (what SmolLM2 and the random-init tiny model are); `model` (a
+    ModelSection) says which of them full fine-tuning keeps frozen."""
     h, d = hidden, head_dim
     attn = h * heads * d * 2 + h * kv_heads * d * 2  # q, o and k, v projections
     mlp = 3 * h * intermediate
     per_layer = attn + mlp + 2 * h
     params = vocab * h + layers * per_layer + h + (0 if tied else vocab * h)
-    trainable = params
+    frozen = min(int(getattr(model, "freeze_layers", 0) or 0), layers - 1)
+    trainable = params - frozen * per_layer - (vocab * h if getattr(model, "freeze_embeddings", False) else 0)
     if lora is not None and getattr(lora, "enabled", False):
         dims = {"q_proj": (h, heads * d), "k_proj": (h, kv_heads * d), "v_proj": (h, kv_heads * d),
                 "o_proj": (heads * d, h), "gate_proj": (h, intermediate), "up_proj": (h, intermediate),
                 "down_proj": (intermediate, h)}
         trainable = layers * sum(lora.r * (i + o) for m, (i, o) in dims.items() if m in lora.target_modules)
     return ModelShape(name=name, params=params, trainable_params=trainable, layers=layers, hidden=h, heads=heads,
-                      kv_heads=kv_heads, head_dim=d, intermediate=intermediate, vocab=vocab, tied_embeddings=tied)
+                      kv_heads=kv_heads, head_dim=d, intermediate=intermediate, vocab=vocab, tied_embeddings=tied,
+                      frozen_layers=frozen)
 
 
 def model_shape(cfg: TrainConfig) -> ModelShape:
@@ -136,7 +139,7 @@ def model_shape(cfg: TrainConfig) -> ModelShape:
         for k, v in arch.items():
             setattr(c, k, v)
         c.vocab_size = vocab
-        return shape_from_hf_config(f"random {arch}", c, cfg.lora)
+        return shape_from_hf_config(f"random {arch}", c, cfg.lora, cfg.model)
     from transformers import AutoConfig
 
     from training.model import resolve_model_path
@@ -148,7 +151,7 @@ def model_shape(cfg: TrainConfig) -> ModelShape:
         c = AutoConfig.from_pretrained(path)
     except OSError as exc:
         raise PlanError(f"cannot read the model config of {cfg.model.name!r} ({exc})") from exc
-    return shape_from_hf_config(cfg.model.name, c, cfg.lora)
+    return shape_from_hf_config(cfg.model.name, c, cfg.lora, cfg.model)
 
 
 def measure_prompt_tokens(cfg: TrainConfig, limit: int = 64) -> int | None:
@@ -267,7 +270,8 @@ def generation_flops(s: ModelShape, w: Workload) -> tuple[float, float]:
 
 def training_flops(cfg: TrainConfig, s: ModelShape, w: Workload) -> tuple[float, float]:
     """(policy update, reference forward) FLOPs per step: forward + backward (2x forward; LoRA skips the weight
-    gradients of frozen layers: ~1x), the LM head only on completion positions, times num_iterations."""
+    gradients of frozen layers: ~1x; frozen lower layers get no backward at all), the LM head only on completion
+    positions, times num_iterations."""
     seqs = w.completions_per_step
     completion = w.turns * w.completion_tokens_per_turn
     # the loss forward shares as the rollout does: the batch prefix once, each group's prompt once, then every
@@ -275,10 +279,15 @@ def training_flops(cfg: TrainConfig, s: ModelShape, w: Workload) -> tuple[float,
     p, prompt = w.shared_prefix_tokens, w.prompt_tokens
     fwd = (forward_flops(s, p, p / 2, 0) + w.prompts_per_step * forward_flops(s, prompt - p, prompt / 2, 0)
            + seqs * forward_flops(s, w.sequence_tokens - prompt, (w.sequence_tokens + prompt) / 2, completion))
-    backward = 1.0 if cfg.lora.enabled else 2.0
+    backward = (1.0 if cfg.lora.enabled else 2.0) * trained_depth(s)
     policy = fwd * (1 + backward) * cfg.optim.num_iterations
     ref = fwd if cfg.loss.resolved()["beta"] > 0 else 0.0
     return policy, ref
+
+
+def trained_depth(s: ModelShape) -> float:
+    """The share of the layers the backward pass runs through (all but the frozen lower ones)."""
+    return (s.layers - s.frozen_layers) / s.layers
 
 
 def memory(cfg: TrainConfig, s: ModelShape, w: Workload) -> Memory:
@@ -292,6 +301,7 @@ def memory(cfg: TrainConfig, s: ModelShape, w: Workload) -> Memory:
         acts = tokens * s.layers * s.hidden * bp * 2 + tokens * 34 * s.hidden * bp // 2
     else:  # ~34 h values per token per layer (Korthikanti et al.), SDPA attention (no s^2 probabilities stored)
         acts = tokens * s.layers * 34 * s.hidden * bp // 2
+    acts = int(acts * trained_depth(s))  # frozen lower layers keep no activations for a backward pass
     completion = w.turns * w.completion_tokens_per_turn
     logits = mb * completion * s.vocab * 4 * 2  # float32 logits and their gradient, completion positions only
     kv = 2 * s.layers * s.kv_heads * s.head_dim * bp * w.completions_per_step * w.sequence_tokens
@@ -309,13 +319,14 @@ def run_probe(cfg: TrainConfig, shape: ModelShape, prompt_tokens: int, budget_s:
     import torch
 
     from training.model import configure_threads
-    from training.policy import apply_lora, build_random_model, load_policy
+    from training.policy import apply_lora, build_random_model, freeze, load_policy
 
     threads = configure_threads(cfg.threads)
     if model is None:
         if cfg.model.init == "random":
             model = build_random_model(_tokenizer(cfg.model.tokenizer or "default"), cfg.model.architecture,
                                        seed=cfg.seed).to(getattr(torch, cfg.model.dtype))
+            freeze(model, cfg.model)
         else:
             section = cfg.model.model_copy(update={"name": _local(cfg.model.name)})
             model, _ = load_policy(section, seed=cfg.seed, threads=cfg.threads)
@@ -374,7 +385,7 @@ def run_probe(cfg: TrainConfig, shape: ModelShape, prompt_tokens: int, budget_s:
         loss.backward()
         t_train += time.perf_counter() - t0
         n += 1
-    flops = mb * forward_flops(shape, seq, seq / 2, c) * (2.0 if cfg.lora.enabled else 3.0)
+    flops = mb * forward_flops(shape, seq, seq / 2, c) * (1.0 + (1.0 if cfg.lora.enabled else 2.0) * trained_depth(shape))
     train_rate = flops / (t_train / n)
     opt = torch.optim.AdamW(params, lr=1e-9, foreach=False)
     t0 = time.perf_counter()
@@ -511,7 +522,7 @@ def reductions(cfg: TrainConfig, s: ModelShape, prompt_tokens: int, base_est: Es
     if s.layers > 1:
         half = make_shape(s.name + " (half the layers)", layers=max(1, s.layers // 2), hidden=s.hidden, heads=s.heads,
                           kv_heads=s.kv_heads, head_dim=s.head_dim, intermediate=s.intermediate, vocab=s.vocab,
-                          tied=s.tied_embeddings, lora=cfg.lora)
+                          tied=s.tied_embeddings, lora=cfg.lora, model=cfg.model)
         options.append(("model size", f"{s.params / 1e6:.1f}M -> {half.params / 1e6:.1f}M parameters", cfg, half, 1,
                         "a model about half the size: the next smaller checkpoint of the family, or fewer layers"))
     c = cfg.rollout.max_new_tokens
@@ -537,9 +548,15 @@ def reductions(cfg: TrainConfig, s: ModelShape, prompt_tokens: int, base_est: Es
             options.append(("max turns", f"rollout.max_turns {cfg.rollout.max_turns} -> {t2}",
                             _with(cfg, **{"rollout.max_turns": t2}), s, 1, "tasks needing more turns then fail"))
     if not cfg.lora.enabled and s.params > 50e6:
-        lcfg = _with(cfg, **{"lora.enabled": True})
+        lcfg = _with(cfg, **{"lora.enabled": True, "model.freeze_layers": 0, "model.freeze_embeddings": False})
         options.append(("LoRA", "lora.enabled: true (r=16 on attention)", lcfg, model_shape_like(s, lcfg), 1,
                         "mostly a memory saving: no full gradients or optimizer state"))
+    if not cfg.lora.enabled and not s.frozen_layers and s.layers >= 3:
+        k = s.layers // 3
+        fcfg = _with(cfg, **{"model.freeze_embeddings": True, "model.freeze_layers": k})
+        options.append(("freeze lower layers", f"model.freeze_embeddings: true, model.freeze_layers: {k}", fcfg,
+                        model_shape_like(s, fcfg), 1, "full fine-tuning of the upper layers only: no backward pass "
+                        "below them; how much of the model must adapt depends on the task"))
     out = []
     for change, setting, c2, s2, par, note in options:
         est = estimate(c2, s2, prompt_tokens, probe=probe, gpus=gpus, base=s, parallel_envs=par,
@@ -555,7 +572,7 @@ def reductions(cfg: TrainConfig, s: ModelShape, prompt_tokens: int, base_est: Es
 def model_shape_like(s: ModelShape, cfg: TrainConfig) -> ModelShape:
     return make_shape(s.name, layers=s.layers, hidden=s.hidden, heads=s.heads, kv_heads=s.kv_heads,
                       head_dim=s.head_dim, intermediate=s.intermediate, vocab=s.vocab, tied=s.tied_embeddings,
-                      lora=cfg.lora)
+                      lora=cfg.lora, model=cfg.model)
 
 
 def plan(cfg: TrainConfig, *, config_name: str = "config", gpus: list[str] | None = None, probe: bool = True,
