@@ -52,7 +52,7 @@ class ModelSection(_Strict):
     gradient_checkpointing: bool = False
     # Full fine-tuning of the upper layers only (SFT and GRPO): the token embeddings (with a tied LM head) and the
     # first `freeze_layers` decoder layers keep their weights. No backward pass runs below the first trained layer,
-    # so a step costs less (on 2 CPU cores: 19 s -> 12 s per 8 workplace demonstrations with 10 of 30 frozen).
+    # so a step costs less (benchmarks/sft_shared_prefix.py measures it on the workplace demonstrations).
     freeze_embeddings: bool = False
     freeze_layers: int = Field(0, ge=0)
 

@@ -108,6 +108,9 @@ def test_tool_output_tokens_are_masked_and_the_stream_is_the_conversation(workpl
         assert tok.decode(s.prompt_ids + s.completion_ids) == rendered.rstrip("\n")
         # the verdict is the environment's verifier's: a search and no action does not pass
         assert s.result is not None and s.result.passed is False and s.result.score is not None
+        # reward.function `env` trains on the verifier's shaped composition: a valid search earns partial credit,
+        # below every pass (it once trained on the 0/1 verdict while logging it as shaped)
+        assert s.result.score == pytest.approx(s.result.components["shaped"]) and 0 < s.result.score <= 0.49
     pb = pack(samples, tok.pad_token_id)
     assert float(pb.loss_mask.sum()) == sum(sum(s.loss_mask) for s in samples)
     assert float(pb.completion_mask.sum()) > float(pb.loss_mask.sum())  # tool tokens are context, not loss

@@ -206,6 +206,8 @@ class EnvironmentCollector:
                     r = RewardResult(score=None, error=f"verifier raised {exc!r}")
                 if self.verdict == "binary" and r.score is not None:
                     r = r.model_copy(update={"score": float(bool(r.passed))})
+                elif self.verdict == "shaped" and r.score is not None:  # the verifier's composition of its signals
+                    r = r.model_copy(update={"score": float(r.components["shaped"])})
                 results.append(r)
         else:
             from training.scoring import row_fields
