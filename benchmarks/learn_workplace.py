@@ -103,7 +103,7 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
         "optim": {"lr": a.grpo_lr, "optimizer": "adamw-bf16", "micro_batch_size": 4},
         "sft": {"data_path": str(data / "demonstrations.jsonl"), "max_steps": a.sft_steps, "epochs": a.sft_epochs,
                 "lr": a.sft_lr, "batch_size": a.sft_batch, "gradient_accumulation_steps": a.sft_accum,
-                "max_length": 3072,
+                "max_length": 3072, "shared_prefix": True,
                 "scheduler": "cosine", "warmup_ratio": 0.05, "max_minutes": a.sft_minutes},
         "checkpoint": {"every": 1000, "keep": 1},
     })
