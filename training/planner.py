@@ -279,8 +279,7 @@ def training_flops(cfg: TrainConfig, s: ModelShape, w: Workload) -> tuple[float,
     p, prompt = w.shared_prefix_tokens, w.prompt_tokens
     fwd = (forward_flops(s, p, p / 2, 0) + w.prompts_per_step * forward_flops(s, prompt - p, prompt / 2, 0)
            + seqs * forward_flops(s, w.sequence_tokens - prompt, (w.sequence_tokens + prompt) / 2, completion))
-    backward = (1.0 if cfg.lora.enabled else 2.0) * trained_depth(s)
-    policy = fwd * (1 + backward) * cfg.optim.num_iterations
+    policy = fwd * update_factor(cfg, s) * cfg.optim.num_iterations
     ref = fwd if cfg.loss.resolved()["beta"] > 0 else 0.0
     return policy, ref
 
@@ -288,6 +287,12 @@ def training_flops(cfg: TrainConfig, s: ModelShape, w: Workload) -> tuple[float,
 def trained_depth(s: ModelShape) -> float:
     """The share of the layers the backward pass runs through (all but the frozen lower ones)."""
     return (s.layers - s.frozen_layers) / s.layers
+
+
+def update_factor(cfg: TrainConfig, s: ModelShape) -> float:
+    """FLOPs of forward + backward in units of the forward: the backward is 2x (weights and activations), 1x with
+    LoRA (no weight gradients), and only through the trained layers."""
+    return 1.0 + (1.0 if cfg.lora.enabled else 2.0) * trained_depth(s)
 
 
 def memory(cfg: TrainConfig, s: ModelShape, w: Workload) -> Memory:
@@ -385,7 +390,7 @@ def run_probe(cfg: TrainConfig, shape: ModelShape, prompt_tokens: int, budget_s:
         loss.backward()
         t_train += time.perf_counter() - t0
         n += 1
-    flops = mb * forward_flops(shape, seq, seq / 2, c) * (1.0 + (1.0 if cfg.lora.enabled else 2.0) * trained_depth(shape))
+    flops = mb * forward_flops(shape, seq, seq / 2, c) * update_factor(cfg, shape)
     train_rate = flops / (t_train / n)
     opt = torch.optim.AdamW(params, lr=1e-9, foreach=False)
     t0 = time.perf_counter()
