@@ -84,7 +84,8 @@ def test_packs_group_by_system_prompt_and_never_hide_a_label_in_the_prefix():
     lone = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     rows = [tokenize_with_assistant_mask(tok, d, 4096) for d in DEMOS + other + [lone]]
     packs = build_packs(rows, batch=2, seed=0)
-    assert sorted(len(p["row_ids"]) for p in packs) == [1, 1, 2, 2]  # 3 + 2 + 1 rows, at most 2 per pack
+    # 3 + 2 + 1 rows: the toolkits' whole packs, then the leftovers (one of DEMOS, the lone row) pooled into one
+    assert sorted(len(p["row_ids"]) for p in packs) == [2, 2, 2]
     assert sum(len(p["row_ids"]) for p in packs) == len(rows)
     for p in packs:
         for ids, mask in zip(p["row_ids"], p["row_masks"]):
@@ -95,6 +96,20 @@ def test_packs_group_by_system_prompt_and_never_hide_a_label_in_the_prefix():
     assert pack_prefix_len(same) == first - 1
     batch = collate_pack(build_packs(same, batch=2, seed=0), tok.pad_token_id)
     assert (batch["labels"][:, 0] == IGNORE).all()
+
+
+def test_recurring_openings_still_fill_every_pack():
+    """Single-turn questions that recur a few times each (arithmetic) must not turn into one short pack per
+    question: a pack is an optimizer step's batch, and half-empty packs halved what SFT learned."""
+    _, tok = _tiny()
+    qs = [[{"role": "user", "content": f"What is {i} + {i}?"}, {"role": "assistant", "content": str(2 * i)}]
+          for i in range(10)]
+    rows = [tokenize_with_assistant_mask(tok, d, 4096) for d in qs + qs + qs[:3]]  # 23 rows, openings 2-3 times
+    packs = build_packs(rows, batch=4, seed=0)
+    sizes = sorted(len(p["row_ids"]) for p in packs)
+    assert sizes == [3] + [4] * 5, sizes
+    assert sorted(tuple(p["prefix_ids"]) + tuple(r) for p in packs for r in p["row_ids"]) == \
+        sorted(tuple(r["input_ids"]) for r in rows)  # every row exactly once, prefix + own tokens intact
 
 
 @pytest.mark.parametrize("shared_prefix", [True, False])

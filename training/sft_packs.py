@@ -43,23 +43,30 @@ def pack_prefix_len(rows: list[dict[str, list[int]]], minimum: int = 16) -> int:
 
 
 def build_packs(rows: list[dict[str, list[int]]], batch: int, seed: int) -> list[dict[str, Any]]:
-    """Packs of at most `batch` rows, each pack's rows sharing their opening (the rows' `context_len` tokens, the
-    first message). Rows are shuffled within their opening (seeded), so a pack mixes tasks rather than repeating
-    one; rows whose opening nobody shares are packed together with whatever prefix they happen to share."""
+    """Full packs of `batch` rows wherever possible, each sharing as long an opening as it can.
+
+    Rows are grouped by their opening (the rows' `context_len` tokens, the first message) and shuffled within it
+    (seeded), so a pack mixes tasks rather than repeating one. Each group fills as many whole packs as it can; what
+    is left of every group (and every row whose opening nobody shares) goes into one shuffled pool that is cut into
+    full packs too, which then share whatever prefix their rows happen to have (at least the chat template's start).
+
+    Why pooling matters: a pack is one optimizer step's batch. Cutting every group separately gave each group a
+    short last pack, and in data where openings repeat only a few times (single-turn questions that recur) most
+    packs held 1-3 rows: twice as many steps per epoch, each on a fraction of the batch, and a model that learned
+    half as much in the same number of steps as TRL's full batches (benchmarks/results/sft_packs_quality.json)."""
     rng = random.Random(seed)
     groups: dict[tuple[int, ...], list[dict]] = {}
     for r in rows:
         groups.setdefault(tuple(r["input_ids"][: r.get("context_len", 0)]), []).append(r)
-    packs, loners = [], []
+    packs, pool = [], []
     for key in sorted(groups, key=lambda k: (len(groups[k]), k)):
         members = groups[key]
-        if len(members) == 1:
-            loners += members
-            continue
         rng.shuffle(members)
-        packs += [members[i:i + batch] for i in range(0, len(members), batch)]
-    rng.shuffle(loners)  # e.g. single-turn demonstrations, each with its own question: mixed, not sorted
-    packs += [loners[i:i + batch] for i in range(0, len(loners), batch)]
+        whole = len(members) // batch * batch
+        packs += [members[i:i + batch] for i in range(0, whole, batch)]
+        pool += members[whole:]
+    rng.shuffle(pool)
+    packs += [pool[i:i + batch] for i in range(0, len(pool), batch)]
     out = []
     for members in packs:
         p = pack_prefix_len(members)
