@@ -193,6 +193,7 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
                 "grpo_metrics": out.get("grpo_metrics")})
         out["setup"]["grpo"] = _grpo_setup(a)
         out["command_grpo"] = a.command
+        out["stages_completed"] = [s for s in out["stages_completed"] if s not in ("grpo", "eval_sft_grpo")]
     else:
         model, tok = load_model("default", threads=threads)
         st.evaluate("base", model, tok)
