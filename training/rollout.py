@@ -168,17 +168,16 @@ def sample_with_state(
     With `repeats` > 1 the prompts are distinct and each is completed `repeats` times: the prompt is run once and
     its cache repeated (B = prompts x repeats). With `prefix_cache` (one row of `prefix_len` tokens, see
     `training.logprobs.prefill`), every prompt is that prefix followed by its row of `prompt_ids`."""
-    from transformers import DynamicCache
-
+    from training.kv_cache import growing
     from training.logprobs import model_forward, repeat_cache
 
     device = prompt_ids.device
     u = prompt_ids.shape[0]
     if prefix_cache is not None and prefix_len:
-        cache = repeat_cache(prefix_cache, u)
+        cache = growing(repeat_cache(prefix_cache, u))
         attn = torch.cat([torch.ones((u, prefix_len), dtype=prompt_mask.dtype, device=device), prompt_mask], dim=1)
     else:
-        cache = DynamicCache()
+        cache = growing()
         attn = prompt_mask
     out = model_forward(model, input_ids=prompt_ids, attention_mask=attn, position_ids=positions(attn)[:, attn.shape[1] - prompt_ids.shape[1]:],
                         cache=cache, use_cache=True, logits_to_keep=1)
