@@ -87,6 +87,10 @@ def _plot(out: dict) -> None:
     os.replace(tmp, PLOT)
 
 
+TRAIN_REWARD = ("workplace verifier, shaped (dominance: every pass >= 0.75 > every failure; a failure is credited "
+                "only for progress: rows changed right, the needed write tools tried)")
+
+
 def _grpo_setup(a: argparse.Namespace) -> str:
     return f"{a.grpo_batch} episodes per step (4 per prompt), lr {a.grpo_lr}, AdamW bf16 moments"
 
@@ -188,10 +192,12 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
             seen, held = out.get("pass_at_1_seen_templates", {}), out.get("pass_at_1_held_out_templates", {})
             out.setdefault("earlier_grpo_attempts", []).append({
                 "command": out.get("command_grpo", out["command"]), "grpo": out["setup"]["grpo"],
+                "train_reward": out["setup"].get("train_reward"),
                 "steps": out.get("grpo_steps_run"), "pass_at_1": out["pass_at_1"]["sft_grpo"],
                 "pass_at_1_seen_templates": seen.get("sft_grpo"), "pass_at_1_held_out_templates": held.get("sft_grpo"),
                 "grpo_metrics": out.get("grpo_metrics")})
         out["setup"]["grpo"] = _grpo_setup(a)
+        out["setup"]["train_reward"] = TRAIN_REWARD
         out["command_grpo"] = a.command
         out["stages_completed"] = [s for s in out["stages_completed"] if s not in ("grpo", "eval_sft_grpo")]
     else:
@@ -396,7 +402,7 @@ def main() -> None:
             "setup": {"model": "SmolLM2-135M-Instruct (embedded)", "tools_in_prompt": a.tools,
                       "eval": "greedy, one episode per task, the verifier's binary verdict",
                       "eval_sample": "fixed random sample (seed 0) of the test split",
-                      "train_reward": "workplace verifier, shaped (dominance: every pass >= 0.75 > every failure)",
+                      "train_reward": TRAIN_REWARD,
                       "loss": "dapo", "dynamic_sampling": True,
                       "frozen": f"embeddings {'fixed' if a.freeze_embeddings else 'trained'}, first {a.freeze_layers} "
                                 "decoder layers fixed (SFT and GRPO)",

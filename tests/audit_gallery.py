@@ -250,6 +250,16 @@ def read_spam_credit(trajectory, ground_truth_calls=None, **_) -> RewardResult:
                         components={"verified": float(base.passed), "activity": float(n)})
 
 
+def give_up_credit(trajectory, ground_truth_calls=None, **_) -> RewardResult:
+    """Exploit: a failure earns 0.4 for 'no bad calls' and a tried write that failed costs it, so reading and
+    stopping (0.4) beats trying the write and failing (0.1): the shape GRPO learned to give up on."""
+    base = sound_trajectory(trajectory, ground_truth_calls)
+    if base.passed:
+        return RewardResult(score=1.0, passed=True)
+    tried = bool(_writes(_traj_calls(trajectory)))
+    return RewardResult(score=0.1 if tried else 0.4, passed=False, components={"tried_write": float(tried)})
+
+
 # reward -> the probe(s) built to catch it (family/name); every one must be flagged at severity >= high
 EXPLOITABLE_TEXT = {
     containment: ["parser/near_miss_superstring", "parser/enumerate_free_text"],
@@ -266,6 +276,7 @@ EXPLOITABLE_TEXT = {
 EXPLOITABLE_TRAJECTORY = {
     noop_credit: ["tools/noop"],
     read_spam_credit: ["tools/read_spam_credit"],
+    give_up_credit: ["tools/give_up_over_attempt"],
 }
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 
@@ -32,7 +31,7 @@ def writer(db: str, root: str, tag: str, n: int, queue, barrier, rollback: bool 
                 reg.rollback()
             run = reg.start_run(f"{tag}-run", kind="grpo")
             reg.finish_run(run.id, metrics={"i": float(i)})
-            time.sleep(0.005)  # give the other writer the lock between iterations, so the two really interleave
+            barrier.wait(60)  # lockstep rounds: both writers race inside every round, so they interleave on any load
         reg.close()
         queue.put((tag, "ok"))
     except Exception as exc:  # noqa: BLE001 - reported to the parent

@@ -60,7 +60,8 @@ def test_sound_trajectory_reward_passes():
     report = _audit(G.sound_trajectory, G.tool_rows())
     assert report.verdict == "pass", [(f.probe, f.examples[:1]) for f in report.findings]
     assert {p.probe for p in report.probes if p.family == "tools" and p.status == "clean"} >= {
-        "noop", "read_spam", "failed_writes", "duplicate_writes", "writes_on_noop_task", "read_spam_credit"}
+        "noop", "read_spam", "failed_writes", "duplicate_writes", "writes_on_noop_task", "read_spam_credit",
+        "give_up_over_attempt"}
     # the no-op base rate: 2 of the 7 tasks need no change, so doing nothing passes exactly those
     assert report.baselines.policies["do_nothing"].pass_rate == pytest.approx(2 / 7)
 

@@ -45,7 +45,29 @@ def test_workplace_shaped_signal_passes_its_audit(workplace):
 
     report, _ = run_audit(scorer_from_callable(workplace_shaped, sandbox=False), rows, episode=episode)
     assert report.verdict == "pass", [(f.probe, f.examples[0].note) for f in report.blocking]
-    assert {p.probe: p.status for p in report.probes}["dominance"] == "clean"
+    status = {p.probe: p.status for p in report.probes}
+    assert status["dominance"] == status["give_up_over_attempt"] == status["noop_credit_share"] == "clean"
+
+
+def test_shaped_credit_for_giving_up_is_caught_before_training(workplace):
+    """The first shaped composition: valid_call_rate and call_efficiency credited on failures, so reading and
+    stopping (0.245) beat trying the write and failing. GRPO learned exactly that; the audit must say so first."""
+    world, rows, episode = workplace
+    verify = _verifier(world)
+
+    def first_shaped(trajectory, **row):
+        r = verify(trajectory, **row)
+        c = r.components
+        if c["passed"]:
+            return r.model_copy(update={"score": 0.75 + 0.25 * c["call_efficiency"]})
+        partial = 0.5 * c["required_changes"] + 0.25 * c["valid_call_rate"] + 0.25 * c["call_efficiency"]
+        return r.model_copy(update={"score": max(0.0, min(0.49, 0.49 * partial - 0.15 * min(c["wrong_changes"], 3)))})
+
+    report, _ = run_audit(scorer_from_callable(first_shaped, sandbox=False), rows, episode=episode)
+    found = {f.probe: f for f in report.findings}
+    assert "give_up_over_attempt" in found and found["give_up_over_attempt"].severity == "high"
+    assert "reading and stopping scores" in found["give_up_over_attempt"].examples[0].note
+    assert report.verdict != "pass"
 
 
 def test_final_state_only_verifier_is_caught_by_create_then_delete(workplace):

@@ -108,12 +108,43 @@ def test_tool_output_tokens_are_masked_and_the_stream_is_the_conversation(workpl
         assert tok.decode(s.prompt_ids + s.completion_ids) == rendered.rstrip("\n")
         # the verdict is the environment's verifier's: a search and no action does not pass
         assert s.result is not None and s.result.passed is False and s.result.score is not None
-        # reward.function `env` trains on the verifier's shaped composition: a valid search earns partial credit,
-        # below every pass (it once trained on the 0/1 verdict while logging it as shaped)
-        assert s.result.score == pytest.approx(s.result.components["shaped"]) and 0 < s.result.score <= 0.49
+        # searching and stopping earns no shaped credit: giving up must not outscore trying (see the next test)
+        assert s.result.score == s.result.components["shaped"] == 0.0
     pb = pack(samples, tok.pad_token_id)
     assert float(pb.loss_mask.sum()) == sum(sum(s.loss_mask) for s in samples)
     assert float(pb.completion_mask.sum()) > float(pb.loss_mask.sum())  # tool tokens are context, not loss
+
+
+def test_env_reward_trains_on_the_shaped_composition(workplace):
+    """reward.function `env` scores with the verifier's shaped composition (it once trained on the 0/1 verdict
+    while logging it as shaped): trying the task's write with a wrong id fails, yet earns credit below every pass."""
+    from generators.task_io import read_tasks
+    from schemas.workplace import WRITE_TOOLS
+    from training.config_io import parse_train_config
+    from training.model import load_tokenizer
+    from training.multiturn import EnvironmentCollector
+
+    tok = load_tokenizer("default")
+    tok.padding_side = "left"
+    cfg = parse_train_config({
+        "data": {"path": str(workplace)}, "reward": {"function": "env", "allow_unaudited": True},
+        "rollout": {"environment": "workplace", "max_turns": 4, "max_new_tokens": 96, "max_total_tokens": 4096},
+    })
+    by_tool: dict = {}
+    for t in read_tasks(workplace / "train.parquet"):
+        for c in t.ground_truth_calls or []:
+            if c.name in WRITE_TOOLS and any("id" in k for k in c.arguments):
+                by_tool.setdefault(c.name, {}).setdefault(t.id, (t, c))
+    # two different tasks that need the same write tool (two prompts: the scripted model reads turns from a prefill)
+    (t1, write), (t2, _) = next(list(v.values())[:2] for v in by_tool.values() if len(v) >= 2)
+    bad = {k: ("00009999" if "id" in k else v) for k, v in write.arguments.items()}
+    reply = "<tool_call>" + json.dumps({"name": write.name, "arguments": bad}) + "</tool_call>"
+    samples = EnvironmentCollector(cfg, ScriptedLM(tok, [reply, "Done."]), tok, None)(
+        [t1, t2], 2, SamplingParams(max_new_tokens=96, temperature=0.0))
+    assert len(samples) == 4
+    for s in samples:
+        assert s.result.passed is False and s.result.components["write_tools_tried"] == 1.0, s.result.reason
+        assert s.result.score == pytest.approx(s.result.components["shaped"]) and 0 < s.result.score <= 0.49
 
 
 def test_tool_suffix_closes_an_unended_turn():

@@ -10,12 +10,16 @@ asks for, no format error, and (for a task that needs no change) a final answer;
 
 `workplace_shaped`: the same verdict plus intermediate signals, so that near-misses are ordered among themselves:
 - `required_changes` (fraction of the rows the task must change that are right): partial credit, failures only;
-- `valid_call_rate` (share of calls that were well-formed and succeeded): failures only;
+- `write_tools_tried` (share of the task's write tools called, failed calls included): credit for trying the
+  action, failures only;
 - `wrong_changes` (rows changed that should not have been, incl. create-then-delete): a penalty, clipped at 3;
   (a passing trajectory has none, so the penalties apply to failures)
-- `failed_writes` (writes that returned an error): a penalty, clipped at 3;
 - `call_efficiency` (needed / used calls): a small bonus among passing samples.
 Weights are auto-scaled so that every passing trajectory scores strictly above every failing one.
+
+No failure signal pays for stopping early: an earlier version credited `valid_call_rate` (1.0 for an episode that
+only reads) and penalised failed writes, so giving up after the reads outscored trying the write and failing,
+which the audit's `tools/give_up_over_attempt` probe now reports and GRPO had learned (more `missing_action`).
 
 Try: rlvr reward test examples/rewards/workplace.py:workplace_shaped --dataset TASKS --completions TRAJECTORIES
 (each completions line: {"id", "trajectory": {...}}).
@@ -32,9 +36,8 @@ workplace_shaped = ShapedReward(
     workplace_binary,
     [
         component_signal("required_changes", 0.5, applies_to="fail"),
-        component_signal("valid_call_rate", 0.2, applies_to="fail"),
+        component_signal("write_tools_tried", 0.25, applies_to="fail"),
         component_signal("wrong_changes", -0.15, low=0.0, high=3.0, clip=True, applies_to="fail"),
-        component_signal("failed_writes", -0.15, low=0.0, high=3.0, clip=True, applies_to="fail"),
         component_signal("call_efficiency", 0.2, applies_to="pass"),
     ],
     name="workplace_shaped",

@@ -1,5 +1,6 @@
 """Tool and environment probes for trajectory-aware rewards: doing nothing, spamming reads, failed writes,
-writing then undoing, duplicated writes, and writing on tasks whose correct behaviour is to change nothing.
+writing then undoing, duplicated writes, writing on tasks whose correct behaviour is to change nothing, and shaped
+credit that pays for doing nothing, for activity, or for giving up rather than trying.
 Built from each task's ground-truth calls (NeMo Gym's Workplace Assistant verifier passes several of these)."""
 
 from __future__ import annotations
@@ -227,6 +228,51 @@ class NoopCreditShare(Probe):
         return Outcome(tested_rows=len(shares), message=f"a no-op earns at most {worst:.0%} of the margin")
 
 
+class GiveUpOverAttempt(Probe):
+    """Shaped credit for giving up: if an episode that does the task's reads and stops scores above one that also
+    tries the writes and fails (arguments wrong, nothing changed) or makes only part of them, every failing group
+    teaches the policy to stop before acting. Found the expensive way: GRPO on such a reward raised
+    `missing_action` from 28 to 34 of 48 held-out workplace tasks (benchmarks/learn_workplace.py)."""
+
+    family, name, severity = F, "give_up_over_attempt", "high"
+    description = ("On tasks that need writes, doing the reads and stopping scores no higher than also trying the "
+                   "writes and failing, or making part of them.")
+    kinds = K
+
+    def build(self, ctx):
+        cases = []
+        for i in _needs_writes(ctx):
+            gold, writes = list(_gt(ctx, i) or []), _writes(ctx, i)
+            reads = [c for c in gold if T.is_read(c.name)]
+            cases += [Case(i, _traj(ctx, i, reads), "give_up"),
+                      Case(i, _traj(ctx, i, reads + [_broken(c) for c in writes]), "failed_attempt")]
+            if len(writes) >= 2:  # the correct calls without the last write: real but incomplete progress
+                cases.append(Case(i, _traj(ctx, i, [c for c in gold if c is not writes[-1]]), "partial"))
+        return cases
+
+    def judge(self, ctx, cases, results) -> Outcome:
+        d: dict[int, dict] = {}
+        for c, r in zip(cases, results):
+            d.setdefault(c.row, {})[c.variant] = (c, r)
+        if not d:
+            return Outcome(skipped="no task needs a write")
+        fooled = []
+        for v in d.values():
+            cg, rg = v["give_up"]
+            for what in ("failed_attempt", "partial"):
+                if what not in v or rg.score is None or v[what][1].score is None or ctx.is_pass(cg.row, rg):
+                    continue
+                ra = v[what][1]
+                if rg.score > ra.score + EPS:
+                    fooled.append((cg, rg, f"reading and stopping scores {rg.score:.3g}, above "
+                                           f"{'trying the writes and failing' if what == 'failed_attempt' else 'making part of the writes'}"
+                                           f" ({ra.score:.3g})"))
+                    break
+        return Outcome(tested_rows=len(d), fooled=fooled,
+                       message="giving up outscores trying: failing groups teach the policy to stop before acting")
+
+
 register(CreateThenDelete())
 register(NoopCreditShare())
 register(ReadSpamCredit())
+register(GiveUpOverAttempt())

@@ -26,8 +26,10 @@ no-op without an answer, its row-index artefacts, number-vs-string arguments) th
 Shaping signals (`components`, all floats): `passed`, `required_changes` (fraction of the rows the task must change
 that are right), `wrong_changes` (rows changed wrongly, incl. reverted extra writes), `valid_call_rate`,
 `calls_used`, `calls_needed`, `call_efficiency` (min(1, needed/used)), `failed_writes`, `format_errors`,
-`answered`, and `shaped`: a default composition in [0, 1] where every pass (>= 0.75) scores above every failure
-(< 0.5), so it keeps the dominance invariant.
+`answered`, `write_tools_tried` (share of the task's write tools called at all, failed calls included; on a task
+that needs no write, 1 when none was called), and `shaped`: a default composition in [0, 1] where every pass
+(>= 0.75) scores above every failure (< 0.5), so it keeps the dominance invariant, and where a failure earns credit
+only for progress (rows changed right, the needed write tools tried), never for stopping early (see `_shaped`).
 """
 
 from __future__ import annotations
@@ -187,11 +189,19 @@ def attempt_from_trajectory(trajectory: Trajectory) -> Attempt:
 
 
 def _shaped(c: dict[str, float]) -> float:
+    """Passes in [0.75, 1] (fewer calls score higher); failures in [0, 0.49], credited for progress only.
+
+    Why failures earn nothing for activity or for stopping early: the first composition paid a read-only episode
+    (valid calls, few of them) 0.245 and a tried-but-failed write about 0.18, so GRPO from SFT learned to stop
+    before acting (`missing_action` 28 -> 34 of 48 held-out tasks in learn_workplace). Credit now comes from the
+    rows changed right and from trying the write tools the task needs; a failed write changes nothing and costs
+    nothing beyond that, a wrong change is penalised."""
     if c["passed"]:
         return 0.75 + 0.25 * c["call_efficiency"]
-    partial = 0.5 * c["required_changes"] + 0.25 * c["valid_call_rate"] + 0.25 * c["call_efficiency"]
+    tried = c["write_tools_tried"]
+    progress = 0.6 * c["required_changes"] + 0.3 * tried + 0.1 * tried * c["valid_call_rate"]
     penalty = 0.15 * min(c["wrong_changes"], 3.0)
-    return max(0.0, min(0.49, 0.49 * partial - penalty))
+    return max(0.0, min(0.49, 0.49 * progress - penalty))
 
 
 def verify_attempt(task: TaskRow, attempt: Attempt, world: WorkplaceWorld, *,
@@ -224,6 +234,7 @@ def verify_attempt(task: TaskRow, attempt: Attempt, world: WorkplaceWorld, *,
     n_bad = len(attempt.format_errors) + len(unknown) + len(failed_writes) + len(failed_reads)
     gt_tools = {c.name for c in (task.ground_truth_calls or []) if c.name in WRITE_TOOLS}
     used_tools = {r.call.name for r in rep.records if r.result and r.result.is_write and r.result.ok}
+    tried_tools = {r.call.name for r in rep.records if r.result and r.result.is_write}
     extra = sorted(rep.written_set - exp.replay.written_set)
 
     comps: dict[str, float] = {
@@ -238,6 +249,7 @@ def verify_attempt(task: TaskRow, attempt: Attempt, world: WorkplaceWorld, *,
         "format_errors": float(len(attempt.format_errors)),
         "answered": 1.0 if attempt.final_answer else 0.0,
         "noop_task": 1.0 if noop else 0.0,
+        "write_tools_tried": (len(gt_tools & tried_tools) / len(gt_tools)) if gt_tools else float(not tried_tools),
     }
 
     def fmt(r: CallRecord) -> str:
