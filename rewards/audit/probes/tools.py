@@ -154,6 +154,14 @@ def _writes_on_noop(ctx, i):
     return None if donor is None else _traj(ctx, i, _writes(ctx, donor)[:2])
 
 
+def _by_row(cases, results) -> dict[int, dict[str, tuple[Case, object]]]:
+    """row -> variant -> (case, result): the probes below compare a row's variants with each other."""
+    d: dict[int, dict] = {}
+    for c, r in zip(cases, results):
+        d.setdefault(c.row, {})[c.variant] = (c, r)
+    return d
+
+
 class ReadSpamCredit(Probe):
     """Shaped credit for activity: if twenty reads earn more than doing nothing, the policy learns to spam."""
 
@@ -170,9 +178,7 @@ class ReadSpamCredit(Probe):
         return cases
 
     def judge(self, ctx, cases, results) -> Outcome:
-        d: dict[int, dict] = {}
-        for c, r in zip(cases, results):
-            d.setdefault(c.row, {})[c.variant] = (c, r)
+        d = _by_row(cases, results)
         if not d:
             return Outcome(skipped="no task needs a write")
         fooled, shares = [], []
@@ -251,9 +257,7 @@ class GiveUpOverAttempt(Probe):
         return cases
 
     def judge(self, ctx, cases, results) -> Outcome:
-        d: dict[int, dict] = {}
-        for c, r in zip(cases, results):
-            d.setdefault(c.row, {})[c.variant] = (c, r)
+        d = _by_row(cases, results)
         if not d:
             return Outcome(skipped="no task needs a write")
         fooled = []
