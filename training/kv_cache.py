@@ -65,12 +65,12 @@ class GrowingLayer(DynamicLayer):
         if key_states.requires_grad or value_states.requires_grad:
             raise RuntimeError("GrowingLayer is for sampling under torch.no_grad(); use DynamicCache for training")
         new = key_states.shape[-2]
-        if not self._own():  # first update, or keys/values were replaced from outside (rows selected, repeated...)
+        # a new buffer on the first update, when keys/values were replaced from outside (rows selected, repeated,
+        # columns trimmed), or when the spare room is used up
+        if not self._own() or self._length + new > self._kbuf.shape[-2]:
             held = self.keys is not None and self.keys.numel() > 0
             k, v = (self.keys, self.values) if held else (None, None)
-            self._move_into(k, v, key_states, (0 if k is None else k.shape[-2]) + new + SPARE_TOKENS)
-        elif self._length + new > self._kbuf.shape[-2]:
-            self._move_into(self.keys, self.values, key_states, self._length + new + SPARE_TOKENS)
+            self._move_into(k, v, key_states, (k.shape[-2] if held else 0) + new + SPARE_TOKENS)
         end = self._length + new
         # copy_ casts to the buffer's dtype, the cached one (one sampling call runs every forward in one precision)
         self._kbuf[..., self._length:end, :].copy_(key_states)

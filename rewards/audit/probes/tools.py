@@ -244,6 +244,7 @@ class GiveUpOverAttempt(Probe):
     description = ("On tasks that need writes, doing the reads and stopping scores no higher than also trying the "
                    "writes and failing, or making part of them.")
     kinds = K
+    attempts = {"failed_attempt": "trying the writes and failing", "partial": "making part of the writes"}
 
     def build(self, ctx):
         cases = []
@@ -263,14 +264,13 @@ class GiveUpOverAttempt(Probe):
         fooled = []
         for v in d.values():
             cg, rg = v["give_up"]
-            for what in ("failed_attempt", "partial"):
+            for what in self.attempts:
                 if what not in v or rg.score is None or v[what][1].score is None or ctx.is_pass(cg.row, rg):
                     continue
                 ra = v[what][1]
                 if rg.score > ra.score + EPS:
-                    fooled.append((cg, rg, f"reading and stopping scores {rg.score:.3g}, above "
-                                           f"{'trying the writes and failing' if what == 'failed_attempt' else 'making part of the writes'}"
-                                           f" ({ra.score:.3g})"))
+                    fooled.append((cg, rg, f"reading and stopping scores {rg.score:.3g}, above {self.attempts[what]} "
+                                           f"({ra.score:.3g})"))
                     break
         return Outcome(tested_rows=len(d), fooled=fooled,
                        message="giving up outscores trying: failing groups teach the policy to stop before acting")
