@@ -41,17 +41,18 @@ class GrowingLayer(DynamicLayer):
         """Whether keys/values are still the views this layer last handed out."""
         return self._kbuf is not None and self.keys is self._kview and self.values is self._vview
 
-    def _move_into(self, keys: torch.Tensor | None, values: torch.Tensor | None, like: torch.Tensor,
-                   capacity: int) -> None:
-        """A new buffer with room for `capacity` tokens, holding `keys`/`values` (None: empty)."""
-        n = 0 if keys is None else keys.shape[-2]
-        src_k = like if keys is None else keys
-        src_v = like if values is None else values
+    def _regrow(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        """A new buffer holding what the layer caches now (none: empty) with room for the incoming tokens plus
+        SPARE_TOKENS; shapes and dtypes follow the cached tensors, or the incoming ones when nothing is cached."""
+        held = self.keys is not None and self.keys.numel() > 0
+        n = self.keys.shape[-2] if held else 0
+        src_k, src_v = (self.keys, self.values) if held else (key_states, value_states)
+        capacity = n + key_states.shape[-2] + SPARE_TOKENS
         self._kbuf = src_k.new_empty((*src_k.shape[:2], capacity, src_k.shape[-1]))
         self._vbuf = src_v.new_empty((*src_v.shape[:2], capacity, src_v.shape[-1]))
         if n:
-            self._kbuf[..., :n, :].copy_(keys)
-            self._vbuf[..., :n, :].copy_(values)
+            self._kbuf[..., :n, :].copy_(self.keys)
+            self._vbuf[..., :n, :].copy_(self.values)
         self._length = n
 
     def _set_views(self) -> None:
@@ -68,9 +69,7 @@ class GrowingLayer(DynamicLayer):
         # a new buffer on the first update, when keys/values were replaced from outside (rows selected, repeated,
         # columns trimmed), or when the spare room is used up
         if not self._own() or self._length + new > self._kbuf.shape[-2]:
-            held = self.keys is not None and self.keys.numel() > 0
-            k, v = (self.keys, self.values) if held else (None, None)
-            self._move_into(k, v, key_states, (k.shape[-2] if held else 0) + new + SPARE_TOKENS)
+            self._regrow(key_states, value_states)
         end = self._length + new
         # copy_ casts to the buffer's dtype, the cached one (one sampling call runs every forward in one precision)
         self._kbuf[..., self._length:end, :].copy_(key_states)
