@@ -13,7 +13,7 @@ only the tool results and the next generation prompt, not the whole conversation
 from __future__ import annotations
 
 import json
-from contextlib import nullcontext
+
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -23,6 +23,7 @@ import torch
 from schemas.rewards import RewardResult
 from schemas.task import TaskRow
 from schemas.train_config import TrainConfig
+from training.generation_amp import generating
 from training.rollout import SamplingParams, continue_tokens, end_token_ids, left_pad, sample_with_state
 from training.samples import Sample
 
@@ -127,7 +128,7 @@ class EnvironmentCollector:
         gen = torch.Generator(device="cpu").manual_seed(params.seed)
         was_training = self.model.training
         self.model.eval()
-        amp = torch.autocast(device_type=device.type, dtype=torch.bfloat16) if self.autocast_bf16 else nullcontext()
+        amp = generating(self.model, self.autocast_bf16)
         try:
             with amp:
                 plen = common_prefix_len([e.prompt_ids for e in episodes])

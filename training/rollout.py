@@ -11,12 +11,12 @@ The vLLM backend (`backend: vllm` in the config) lives in `training.rollout_vllm
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
 
+from training.generation_amp import generating
 from training.losses import token_logprobs
 
 Tensor = torch.Tensor
@@ -298,8 +298,7 @@ class TransformersBackend:
         gen = torch.Generator(device="cpu").manual_seed(params.seed)
         was_training = self.model.training
         self.model.eval()
-        amp = (torch.autocast(device_type=device.type, dtype=torch.bfloat16) if self.autocast_bf16
-               else contextlib.nullcontext())
+        amp = generating(self.model, self.autocast_bf16)
         try:
             chunk = self.chunk_size or len(prompt_ids)
             parts = []
