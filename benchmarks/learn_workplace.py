@@ -66,7 +66,7 @@ def _plot(out: dict) -> None:
         axes[1].plot([r["step"] for r in m], [r.get("reward_mean") or 0 for r in m], label="reward (shaped)")
         axes[1].plot([r["step"] for r in m], [r.get("pass_rate") or 0 for r in m], label="pass rate")
         axes[1].legend(fontsize=8)
-    axes[1].set_title("GRPO (DAPO) samples, shaped reward", fontsize=9)
+    axes[1].set_title(f"GRPO ({out['setup'].get('loss')}) samples, shaped reward", fontsize=9)
     axes[1].set_xlabel("step")
     for name, key, color in (("ours (SFT warm start + dynamic sampling)", "ours_metrics", "#2a7"),
                              ("TRL 1.16 (base model)", "trl_metrics", "#c63")):
@@ -92,7 +92,7 @@ TRAIN_REWARD = ("workplace verifier, shaped (dominance: every pass >= 0.75 > eve
 
 
 def _grpo_setup(a: argparse.Namespace) -> str:
-    return f"{a.grpo_batch} episodes per step (4 per prompt), lr {a.grpo_lr}, AdamW bf16 moments"
+    return f"{a.grpo_batch} episodes per step (4 per prompt), lr {a.grpo_lr}, AdamW bf16 moments, loss {a.grpo_loss}"
 
 
 def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: str, steps: int) -> Any:
@@ -107,7 +107,7 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
         "reward": {"function": reward, "allow_unaudited": True},
         "rollout": {"environment": "workplace", "num_generations": 4, "max_turns": a.max_turns,
                     "max_new_tokens": a.max_new_tokens, "max_total_tokens": 3072, "temperature": 1.0},
-        "loss": {"type": "dapo"}, "dynamic_sampling": {"enabled": True, "max_rounds": a.ds_rounds},
+        "loss": {"type": a.grpo_loss}, "dynamic_sampling": {"enabled": True, "max_rounds": a.ds_rounds},
         "optim": {"lr": a.grpo_lr, "optimizer": "adamw-bf16", "micro_batch_size": 4},
         "sft": {"data_path": str(data / "demonstrations.jsonl"), "max_steps": a.sft_steps, "epochs": a.sft_epochs,
                 "lr": a.sft_lr, "batch_size": a.sft_batch, "gradient_accumulation_steps": a.sft_accum,
@@ -192,11 +192,12 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
             seen, held = out.get("pass_at_1_seen_templates", {}), out.get("pass_at_1_held_out_templates", {})
             out.setdefault("earlier_grpo_attempts", []).append({
                 "command": out.get("command_grpo", out["command"]), "grpo": out["setup"]["grpo"],
-                "train_reward": out["setup"].get("train_reward"),
+                "loss": out["setup"].get("loss"), "train_reward": out["setup"].get("train_reward"),
                 "steps": out.get("grpo_steps_run"), "pass_at_1": out["pass_at_1"]["sft_grpo"],
                 "pass_at_1_seen_templates": seen.get("sft_grpo"), "pass_at_1_held_out_templates": held.get("sft_grpo"),
                 "grpo_metrics": out.get("grpo_metrics")})
         out["setup"]["grpo"] = _grpo_setup(a)
+        out["setup"]["loss"] = a.grpo_loss
         out["setup"]["train_reward"] = TRAIN_REWARD
         out["command_grpo"] = a.command
         out["stages_completed"] = [s for s in out["stages_completed"] if s not in ("grpo", "eval_sft_grpo")]
@@ -361,6 +362,8 @@ def main() -> None:
     ap.add_argument("--grpo-steps", type=int, default=40, help="at most; the time budget decides")
     ap.add_argument("--grpo-batch", type=int, default=8, help="episodes per step (4 per prompt)")
     ap.add_argument("--grpo-lr", type=float, default=1e-5)
+    ap.add_argument("--grpo-loss", default="dapo", help="loss preset (training.losses): dapo (token-mean), grpo "
+                    "(each episode weighs the same whatever its length), dr_grpo, gspo")
     ap.add_argument("--ds-rounds", type=int, default=2, help="dynamic-sampling rounds per step at most")
     ap.add_argument("--freeze-layers", type=int, default=0, help="first decoder layers kept fixed (SFT and GRPO)")
     ap.add_argument("--freeze-embeddings", action="store_true", help="keep the token embeddings (tied head) fixed")
@@ -403,7 +406,7 @@ def main() -> None:
                       "eval": "greedy, one episode per task, the verifier's binary verdict",
                       "eval_sample": "fixed random sample (seed 0) of the test split",
                       "train_reward": TRAIN_REWARD,
-                      "loss": "dapo", "dynamic_sampling": True,
+                      "loss": a.grpo_loss, "dynamic_sampling": True,
                       "frozen": f"embeddings {'fixed' if a.freeze_embeddings else 'trained'}, first {a.freeze_layers} "
                                 "decoder layers fixed (SFT and GRPO)",
                       "sft": f"full fine-tune, shared-prefix batches of "

@@ -6,7 +6,8 @@ threshold adapts upward after large frees, then serves later large requests from
 shrinks. Resident memory creeps up step after step (measured here: about 2.2 GB after one step, 3.2 GB after ten).
 Fixing the mmap threshold at 1 MiB makes every large tensor its own mapping, returned to the system when freed,
 and `malloc_trim` after each phase (and during the backward, every few layers: `release_during_backward`) hands
-back what the small-object heap no longer uses.
+back what the small-object heap no longer uses. Generation is the exception (`roomy_allocator`): it frees and
+allocates the same few-MB tensors at every token, so it keeps them in the heap until it ends.
 """
 
 from __future__ import annotations
