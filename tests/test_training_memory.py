@@ -31,7 +31,6 @@ def test_heap_free_bytes_and_release_are_safe_to_call():
     assert memory.lean_allocator() in (True, False)
 
 
-
 ROOMY_SCRIPT = """
 import resource, sys, torch
 sys.path.insert(0, sys.argv[1])

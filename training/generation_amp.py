@@ -4,9 +4,10 @@ Why: autocast keeps the bf16 cast of a weight for the rest of the autocast regio
 leaf that requires grad. A frozen weight (`model.freeze_layers`, `model.freeze_embeddings` with SmolLM2's tied LM
 head, or every base weight under LoRA) is cast again at every forward. In a decode loop that is a fresh allocation
 of the frozen weights' bf16 copies for every token (about 130 MB for the embeddings and 10 of SmolLM2-135M's 30
-layers), and each one is served with new pages that the kernel must zero: measured on the workplace evaluation, the
-trainer's model (frozen layers) spent 10x the page faults and about twice the wall time of the same weights loaded
-unfrozen (`benchmarks/generation_frozen_cast.py`).
+layers), and each one is served with new pages that the kernel must zero. Together with the allocator settings
+of `training.memory.roomy_allocator` (which `generating` also applies), this made the trainer's evaluation of 24
+workplace episodes 2.1x slower, with 30x the page faults (`benchmarks/generation_allocator.py`); the cast count
+itself is checked in tests/test_training_generation_amp.py (once per call instead of once per token).
 
 Inside `generation_autocast`, frozen fp32 parameters are marked as requiring grad, so the cache keeps their casts
 like everyone else's, and are restored on exit. Grad mode must be off (checked), so no graph is built and nothing

@@ -62,9 +62,9 @@ def roomy_allocator() -> Iterator[None]:
 
     Why: a decode step allocates and frees the same few tensors of a few MB (the logits, the attention's and the
     MLP's intermediates) once per token. Under the lean 1 MiB threshold each of them is a fresh mapping whose
-    pages the kernel must fault in and zero, every token: measured on the workplace evaluation (48 episodes,
-    SmolLM2-135M), 10x the page faults and about twice the wall time of the same generation without it
-    (`benchmarks/generation_allocator.py`). Generation's own peak is far below the update's, which the lean
+    pages the kernel must fault in and zero, every token: measured on the workplace evaluation (24 episodes,
+    SmolLM2-135M, with `generation_autocast`), 30x the page faults and 2.1x the wall time of the same generation
+    without it (`benchmarks/generation_allocator.py`). Generation's own peak is far below the update's, which the lean
     settings are for."""
     libc = _libc()
     if not _done or libc is None:
