@@ -54,9 +54,14 @@ def arm(name: str, model: str, data: Path, work: Path, n_tasks: int, threads: in
 
     if name == "stock":
         @contextmanager
-        def stock(model_: object, bf16: bool):
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                yield
+        def stock(model_: torch.nn.Module, bf16: bool):  # what the sampling loops ran before
+            was_training = model_.training
+            model_.eval()
+            try:
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                    yield
+            finally:
+                model_.train(was_training)
 
         mt.generating = stock
     configure_threads(threads)

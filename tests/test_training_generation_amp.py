@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from training.generation_amp import generation_autocast
+from training.generation_amp import generating, generation_autocast
 from training.rollout import SamplingParams, left_pad, sample_tokens
 
 
@@ -56,3 +56,13 @@ def test_generation_autocast_refuses_grad_mode_and_restores_on_error():
             assert model.model.embed_tokens.weight.requires_grad
             raise ValueError("user code failed mid-sampling")
     assert not model.model.embed_tokens.weight.requires_grad
+
+
+def test_generating_samples_in_eval_mode_and_restores_training_mode():
+    model, _ = _frozen_tiny()
+    model.train()
+    with pytest.raises(ValueError), torch.no_grad():
+        with generating(model, True):
+            assert not model.training and model.model.embed_tokens.weight.requires_grad
+            raise ValueError("a reward crashed mid-rollout")
+    assert model.training and not model.model.embed_tokens.weight.requires_grad

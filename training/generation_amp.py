@@ -48,9 +48,14 @@ def generation_autocast(model: Any, enabled: bool = True) -> Iterator[None]:
 
 @contextmanager
 def generating(model: Any, autocast_bf16: bool) -> Iterator[None]:
-    """What every sampling loop runs under: the allocator settings for generation (`training.memory.roomy_allocator`)
-    and, when asked, `generation_autocast`."""
+    """What every sampling loop runs under: the model in eval mode (its training mode restored on exit), the
+    allocator settings for generation (`training.memory.roomy_allocator`) and, when asked, `generation_autocast`."""
     from training.memory import roomy_allocator
 
-    with roomy_allocator(), generation_autocast(model, autocast_bf16):
-        yield
+    was_training = model.training
+    model.eval()
+    try:
+        with roomy_allocator(), generation_autocast(model, autocast_bf16):
+            yield
+    finally:
+        model.train(was_training)

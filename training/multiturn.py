@@ -126,66 +126,60 @@ class EnvironmentCollector:
                 episodes.append(Episode(task, gi, loop, env, self._prompt_ids(loop.prompt())))
         device = next(self.model.parameters()).device
         gen = torch.Generator(device="cpu").manual_seed(params.seed)
-        was_training = self.model.training
-        self.model.eval()
-        amp = generating(self.model, self.autocast_bf16)
-        try:
-            with amp:
-                plen = common_prefix_len([e.prompt_ids for e in episodes])
-                pcache = prefill(self.model, torch.tensor([episodes[0].prompt_ids[:plen]], device=device)) if plen else None
-                turn = 0
-                state = None  # the KV cache of the episodes still running, rows in `order`
-                order: list[Episode] = []
-                while True:
-                    active = [e for e in episodes if not e.loop.done and not e.cut]
-                    if not active:
-                        break
-                    room = min(cfg.rollout.max_total_tokens - len(e.prompt_ids) - len(e.completion_ids) for e in active)
-                    max_new = min(cfg.rollout.max_new_tokens, room)
-                    if max_new <= 0:
-                        for e in active:
-                            e.cut = True
-                        break
-                    p = SamplingParams(max_new_tokens=max_new, temperature=params.temperature, top_p=params.top_p,
-                                       top_k=params.top_k, seed=params.seed)
-                    if state is None:
-                        rows = [(e.prompt_ids + e.completion_ids)[plen:] for e in active]
-                        repeats = g if turn == 0 and len(active) == len(episodes) else 1
-                        ids, mask = left_pad(rows[::repeats], self.tok.pad_token_id)
-                        first = int((mask.sum(0) > 0).nonzero().min())
-                        (out_ids, out_mask, out_lp, ended), state = sample_with_state(
-                            self.model, ids[:, first:].to(device), mask[:, first:].to(device), p, eos_ids=self.eos_ids,
-                            pad_id=self.tok.pad_token_id, generator=gen, repeats=repeats, prefix_cache=pcache,
-                            prefix_len=plen)
-                    else:  # later turns feed only what the cache lacks: the tool results and the next prompt
-                        row_of = {id(e): i for i, e in enumerate(order)}
-                        state.select([row_of[id(e)] for e in active])
-                        streams = [e.prompt_ids + e.completion_ids for e in active]
-                        new = [s[f:] for s, f in zip(streams, state.fed())]
-                        (out_ids, out_mask, out_lp, ended), state = continue_tokens(
-                            self.model, state, new, p, eos_ids=self.eos_ids, pad_id=self.tok.pad_token_id,
-                            generator=gen)
-                    order = active
-                    for i, e in enumerate(active):
-                        n = int(out_mask[i].sum())
-                        toks = out_ids[i, :n].tolist()
-                        e.completion_ids += toks
-                        e.loss_mask += [1] * n
-                        e.logprobs += out_lp[i, :n].tolist()
-                        text = self.tok.decode(toks, skip_special_tokens=True)
-                        before = e.loop.prompt()
-                        e.loop.step(text)
-                        if not bool(ended[i]):
-                            e.cut = True  # the reply was cut at the token limit: the episode ends here
-                            continue
-                        if not e.loop.done:
-                            suffix = tool_suffix_ids(self.tok, before, text, e.loop.prompt(), True)
-                            e.completion_ids += suffix
-                            e.loss_mask += [0] * len(suffix)
-                            e.logprobs += [0.0] * len(suffix)
-                    turn += 1
-        finally:
-            self.model.train(was_training)
+        with generating(self.model, self.autocast_bf16):
+            plen = common_prefix_len([e.prompt_ids for e in episodes])
+            pcache = prefill(self.model, torch.tensor([episodes[0].prompt_ids[:plen]], device=device)) if plen else None
+            turn = 0
+            state = None  # the KV cache of the episodes still running, rows in `order`
+            order: list[Episode] = []
+            while True:
+                active = [e for e in episodes if not e.loop.done and not e.cut]
+                if not active:
+                    break
+                room = min(cfg.rollout.max_total_tokens - len(e.prompt_ids) - len(e.completion_ids) for e in active)
+                max_new = min(cfg.rollout.max_new_tokens, room)
+                if max_new <= 0:
+                    for e in active:
+                        e.cut = True
+                    break
+                p = SamplingParams(max_new_tokens=max_new, temperature=params.temperature, top_p=params.top_p,
+                                   top_k=params.top_k, seed=params.seed)
+                if state is None:
+                    rows = [(e.prompt_ids + e.completion_ids)[plen:] for e in active]
+                    repeats = g if turn == 0 and len(active) == len(episodes) else 1
+                    ids, mask = left_pad(rows[::repeats], self.tok.pad_token_id)
+                    first = int((mask.sum(0) > 0).nonzero().min())
+                    (out_ids, out_mask, out_lp, ended), state = sample_with_state(
+                        self.model, ids[:, first:].to(device), mask[:, first:].to(device), p, eos_ids=self.eos_ids,
+                        pad_id=self.tok.pad_token_id, generator=gen, repeats=repeats, prefix_cache=pcache,
+                        prefix_len=plen)
+                else:  # later turns feed only what the cache lacks: the tool results and the next prompt
+                    row_of = {id(e): i for i, e in enumerate(order)}
+                    state.select([row_of[id(e)] for e in active])
+                    streams = [e.prompt_ids + e.completion_ids for e in active]
+                    new = [s[f:] for s, f in zip(streams, state.fed())]
+                    (out_ids, out_mask, out_lp, ended), state = continue_tokens(
+                        self.model, state, new, p, eos_ids=self.eos_ids, pad_id=self.tok.pad_token_id,
+                        generator=gen)
+                order = active
+                for i, e in enumerate(active):
+                    n = int(out_mask[i].sum())
+                    toks = out_ids[i, :n].tolist()
+                    e.completion_ids += toks
+                    e.loss_mask += [1] * n
+                    e.logprobs += out_lp[i, :n].tolist()
+                    text = self.tok.decode(toks, skip_special_tokens=True)
+                    before = e.loop.prompt()
+                    e.loop.step(text)
+                    if not bool(ended[i]):
+                        e.cut = True  # the reply was cut at the token limit: the episode ends here
+                        continue
+                    if not e.loop.done:
+                        suffix = tool_suffix_ids(self.tok, before, text, e.loop.prompt(), True)
+                        e.completion_ids += suffix
+                        e.loss_mask += [0] * len(suffix)
+                        e.logprobs += [0.0] * len(suffix)
+                turn += 1
         return self._score(episodes)
 
     def _score(self, episodes: list[Episode]) -> list[Sample]:

@@ -296,22 +296,16 @@ class TransformersBackend:
         plen = common_prefix_len(prompt_ids)
         u_ids, u_mask = left_pad([p[plen:] for p in prompt_ids], tok.pad_token_id)
         gen = torch.Generator(device="cpu").manual_seed(params.seed)
-        was_training = self.model.training
-        self.model.eval()
-        amp = generating(self.model, self.autocast_bf16)
-        try:
-            chunk = self.chunk_size or len(prompt_ids)
-            parts = []
-            with amp:
-                pcache = prefill(self.model, torch.tensor([prompt_ids[0][:plen]], device=device)) if plen else None
-                for s in range(0, len(prompt_ids), chunk):
-                    ids, mask = u_ids[s:s + chunk], u_mask[s:s + chunk]
-                    first = int((mask.sum(0) > 0).nonzero().min())
-                    parts.append(sample_tokens(self.model, ids[:, first:].to(device), mask[:, first:].to(device),
-                                               params, eos_ids=self.eos_ids, pad_id=tok.pad_token_id, generator=gen,
-                                               repeats=num_generations, prefix_cache=pcache, prefix_len=plen))
-        finally:
-            self.model.train(was_training)
+        chunk = self.chunk_size or len(prompt_ids)
+        parts = []
+        with generating(self.model, self.autocast_bf16):
+            pcache = prefill(self.model, torch.tensor([prompt_ids[0][:plen]], device=device)) if plen else None
+            for s in range(0, len(prompt_ids), chunk):
+                ids, mask = u_ids[s:s + chunk], u_mask[s:s + chunk]
+                first = int((mask.sum(0) > 0).nonzero().min())
+                parts.append(sample_tokens(self.model, ids[:, first:].to(device), mask[:, first:].to(device),
+                                           params, eos_ids=self.eos_ids, pad_id=tok.pad_token_id, generator=gen,
+                                           repeats=num_generations, prefix_cache=pcache, prefix_len=plen))
         width = max(p[0].shape[1] for p in parts)
 
         def cat(i: int, fill: float | int) -> Tensor:
