@@ -3,7 +3,7 @@ after SFT on demonstrations, and after SFT + GRPO, with wall times; then the sam
 (SFT warm start + DAPO dynamic sampling) next to TRL 1.16's GRPOTrainer (no warm start, no dynamic sampling).
 
     .venv/bin/python benchmarks/learn_workplace.py                      # both parts: ~60 + ~30 minutes on 2 cores
-    .venv/bin/python benchmarks/learn_workplace.py --part main          # base / SFT / SFT+GRPO (shaped reward)
+    .venv/bin/python benchmarks/learn_workplace.py --part main          # base / SFT / SFT+GRPO (shaped reward; --grpo-reward)
     .venv/bin/python benchmarks/learn_workplace.py --part strict        # binary reward, ours vs TRL (reuses main's SFT)
 
 Everything runs through the library: `studio.workplace_dataset.build_dataset` (tasks, world, demonstrations),
@@ -63,10 +63,11 @@ def _plot(out: dict) -> None:
     axes[0].tick_params(axis="x", labelsize=7, rotation=20)
     m = out.get("grpo_metrics") or []
     if m:
-        axes[1].plot([r["step"] for r in m], [r.get("reward_mean") or 0 for r in m], label="reward (shaped)")
+        axes[1].plot([r["step"] for r in m], [r.get("reward_mean") or 0 for r in m], label="reward")
         axes[1].plot([r["step"] for r in m], [r.get("pass_rate") or 0 for r in m], label="pass rate")
         axes[1].legend(fontsize=8)
-    axes[1].set_title(f"GRPO ({out['setup'].get('loss')}) samples, shaped reward", fontsize=9)
+    reward = out["setup"].get("train_reward", "").split(",")[0].replace("workplace verifier", "").strip()
+    axes[1].set_title(f"GRPO ({out['setup'].get('loss')}) samples, {reward} reward", fontsize=9)
     axes[1].set_xlabel("step")
     for name, key, color in (("ours (SFT warm start + dynamic sampling)", "ours_metrics", "#2a7"),
                              ("TRL 1.16 (base model)", "trl_metrics", "#c63")):
@@ -87,12 +88,16 @@ def _plot(out: dict) -> None:
     os.replace(tmp, PLOT)
 
 
-TRAIN_REWARD = ("workplace verifier, shaped (dominance: every pass >= 0.75 > every failure; a failure is credited "
-                "only for progress: rows changed right, the needed write tools tried)")
+TRAIN_REWARDS = {
+    "env": ("workplace verifier, shaped (dominance: every pass >= 0.75 > every failure; a failure is credited only for "
+            "progress: rows changed right, the needed write tools tried)"),
+    "env:binary": "workplace verifier, binary (1 if the episode passes, else 0)",
+}
 
 
 def _grpo_setup(a: argparse.Namespace) -> str:
-    return f"{a.grpo_batch} episodes per step (4 per prompt), lr {a.grpo_lr}, AdamW bf16 moments, loss {a.grpo_loss}"
+    return (f"{a.grpo_batch} episodes per step (4 per prompt), lr {a.grpo_lr}, AdamW bf16 moments, loss {a.grpo_loss}, "
+            f"negative advantages x{a.grpo_negative_weight}")
 
 
 def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: str, steps: int) -> Any:
@@ -107,7 +112,7 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
         "reward": {"function": reward, "allow_unaudited": True},
         "rollout": {"environment": "workplace", "num_generations": 4, "max_turns": a.max_turns,
                     "max_new_tokens": a.max_new_tokens, "max_total_tokens": 3072, "temperature": 1.0},
-        "loss": {"type": a.grpo_loss}, "dynamic_sampling": {"enabled": True, "max_rounds": a.ds_rounds},
+        "loss": {"type": a.grpo_loss, "negative_advantage_weight": a.grpo_negative_weight}, "dynamic_sampling": {"enabled": True, "max_rounds": a.ds_rounds},
         "optim": {"lr": a.grpo_lr, "optimizer": "adamw-bf16", "micro_batch_size": 4},
         "sft": {"data_path": str(data / "demonstrations.jsonl"), "max_steps": a.sft_steps, "epochs": a.sft_epochs,
                 "lr": a.sft_lr, "batch_size": a.sft_batch, "gradient_accumulation_steps": a.sft_accum,
@@ -180,7 +185,7 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
 
     t_start = time.time()
     deadline = t_start + a.budget_min * 60
-    cfg = _config(a, data, threads, "main", "env", a.grpo_steps)
+    cfg = _config(a, data, threads, "main", a.grpo_reward, a.grpo_steps)
     st = Stage(out, test, cfg, a.eval_batch)
     sft_dir = a.work / "sft"
     reuse = a.reuse_sft and (sft_dir / "sft_info.json").exists() and "sft" in out["pass_at_1"]
@@ -192,13 +197,15 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
             seen, held = out.get("pass_at_1_seen_templates", {}), out.get("pass_at_1_held_out_templates", {})
             out.setdefault("earlier_grpo_attempts", []).append({
                 "command": out.get("command_grpo", out["command"]), "grpo": out["setup"]["grpo"],
-                "loss": out["setup"].get("loss"), "train_reward": out["setup"].get("train_reward"),
+                "loss": out["setup"].get("loss"), "negative_advantage_weight": out["setup"].get("negative_advantage_weight", 1.0),
+                "train_reward": out["setup"].get("train_reward"),
                 "steps": out.get("grpo_steps_run"), "pass_at_1": out["pass_at_1"]["sft_grpo"],
                 "pass_at_1_seen_templates": seen.get("sft_grpo"), "pass_at_1_held_out_templates": held.get("sft_grpo"),
                 "grpo_metrics": out.get("grpo_metrics")})
         out["setup"]["grpo"] = _grpo_setup(a)
         out["setup"]["loss"] = a.grpo_loss
-        out["setup"]["train_reward"] = TRAIN_REWARD
+        out["setup"]["train_reward"] = TRAIN_REWARDS[a.grpo_reward]
+        out["setup"]["negative_advantage_weight"] = a.grpo_negative_weight
         out["command_grpo"] = a.command
         out["stages_completed"] = [s for s in out["stages_completed"] if s not in ("grpo", "eval_sft_grpo")]
     else:
@@ -364,6 +371,9 @@ def main() -> None:
     ap.add_argument("--grpo-lr", type=float, default=1e-5)
     ap.add_argument("--grpo-loss", default="dapo", help="loss preset (training.losses): dapo (token-mean), grpo "
                     "(each episode weighs the same whatever its length), dr_grpo, gspo")
+    ap.add_argument("--grpo-reward", choices=sorted(TRAIN_REWARDS), default="env", help="the main part's GRPO reward")
+    ap.add_argument("--grpo-negative-weight", type=float, default=1.0, help="loss.negative_advantage_weight: 1 is "
+                    "GRPO, 0 reinforces only the better-than-the-group samples (training.losses.weight_negative_advantages)")
     ap.add_argument("--ds-rounds", type=int, default=2, help="dynamic-sampling rounds per step at most")
     ap.add_argument("--freeze-layers", type=int, default=0, help="first decoder layers kept fixed (SFT and GRPO)")
     ap.add_argument("--freeze-embeddings", action="store_true", help="keep the token embeddings (tied head) fixed")
@@ -405,7 +415,8 @@ def main() -> None:
             "setup": {"model": "SmolLM2-135M-Instruct (embedded)", "tools_in_prompt": a.tools,
                       "eval": "greedy, one episode per task, the verifier's binary verdict",
                       "eval_sample": "fixed random sample (seed 0) of the test split",
-                      "train_reward": TRAIN_REWARD,
+                      "train_reward": TRAIN_REWARDS[a.grpo_reward],
+                      "negative_advantage_weight": a.grpo_negative_weight,
                       "loss": a.grpo_loss, "dynamic_sampling": True,
                       "frozen": f"embeddings {'fixed' if a.freeze_embeddings else 'trained'}, first {a.freeze_layers} "
                                 "decoder layers fixed (SFT and GRPO)",

@@ -111,6 +111,9 @@ class LossSection(_Strict):
     beta: float = Field(0.0, ge=0.0)
     scale_rewards: Literal["group", "batch", "none"] | None = None
     leave_one_out: bool = False
+    # scales negative advantages (1: GRPO; 0: reinforce only the better-than-the-group samples); see
+    # training.losses.weight_negative_advantages for when a greedy pass@1 target wants less than 1
+    negative_advantage_weight: float = Field(1.0, ge=0.0, le=1.0)
     normalizer: int | None = Field(None, ge=1)  # seq-mean-token-sum-norm's constant; default max_new_tokens
 
     def resolved(self) -> dict[str, Any]:

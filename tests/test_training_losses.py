@@ -18,6 +18,7 @@ from training.losses import (
     k3_kl,
     policy_loss,
     token_logprobs,
+    weight_negative_advantages,
 )
 
 B, P, T = 6, 5, 9
@@ -226,6 +227,18 @@ def test_group_advantages_match_trl_formula_and_options():
     assert torch.allclose(adv_b, (r - g.mean(1).repeat_interleave(4)) / (r.std() + 1e-4))
     with pytest.raises(ValueError, match="multiple of group_size"):
         group_advantages(torch.ones(7), 4)
+
+
+def test_negative_advantage_weight_damps_only_the_push_away():
+    adv, _ = group_advantages(torch.tensor([1.0, 0.0, 0.0, 0.0, 0.2, 0.9, 0.4, 0.4]), 4)
+    kept = weight_negative_advantages(adv, 0.0)
+    assert torch.equal(kept[adv > 0], adv[adv > 0])  # the reinforced samples keep their full weight
+    assert torch.all(kept[adv <= 0] == 0) and int((adv < 0).sum()) == 6
+    damped = weight_negative_advantages(adv, 0.1)
+    assert torch.allclose(damped[adv < 0], 0.1 * adv[adv < 0]) and torch.equal(damped[adv > 0], adv[adv > 0])
+    assert weight_negative_advantages(adv, 1.0) is adv
+    with pytest.raises(ValueError, match=r"in \[0, 1\], got 1.5"):
+        weight_negative_advantages(adv, 1.5)
 
 
 def test_k3_kl_is_nonnegative_and_zero_at_equality():

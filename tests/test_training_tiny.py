@@ -188,6 +188,17 @@ def test_dynamic_sampling_drops_zero_variance_groups_and_logs_counts(tmp_path):
         assert 1 <= r["ds_rounds"] <= 4
 
 
+def test_negative_advantage_weight_zero_trains_only_on_the_better_samples(tmp_path):
+    """loss.negative_advantage_weight from the YAML reaches the update: with 0, no sample is pushed away, so the
+    mean advantage of every step that kept a group is positive (plain GRPO's is 0 by construction)."""
+    cfg = _tiny_yaml(tmp_path, steps=2, loss__negative_advantage_weight=0.0)
+    result = runner.invoke(app, ["train", str(cfg)])
+    assert result.exit_code == 0, result.output
+    recs = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    kept = [r for r in recs if r["groups_kept"] > 0]
+    assert kept and all(r["adv_mean"] > 0.1 for r in kept), [(r["groups_kept"], r.get("adv_mean")) for r in recs]
+
+
 def test_frozen_layers_keep_their_weights_while_the_rest_trains(tmp_path):
     """model.freeze_embeddings + freeze_layers: GRPO updates only the upper layers; the embeddings (the tied head)
     and the first layer are bit-identical to the initial model in the final checkpoint."""

@@ -48,6 +48,7 @@ from training.losses import (
     group_advantages,
     policy_loss,
     token_logprobs,
+    weight_negative_advantages,
 )
 from training.memory import lean_allocator, release_during_backward, release_free_memory
 from training.metrics import MetricsLog, plot_metrics
@@ -390,6 +391,7 @@ class GRPOTrainer:
         if samples:
             rewards = torch.tensor([s.score for s in samples], dtype=torch.float32)
             adv, _ = group_advantages(rewards, g, scale=lc["scale_rewards"], leave_one_out=lc["leave_one_out"])
+            adv = weight_negative_advantages(adv, lc["negative_advantage_weight"])
             zero_rows = {i for i, s in enumerate(samples) if s.truncated} if cfg.overlong.mode == "filter" else set()
             packed = pack(samples, self.tok.pad_token_id, zero_rows)
             loss_stats = self._update(packed, adv)

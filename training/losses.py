@@ -59,6 +59,24 @@ def group_advantages(
     return adv.reshape(-1), zero_std.reshape(-1)
 
 
+def weight_negative_advantages(advantages: Tensor, weight: float) -> Tensor:
+    """Scale the negative advantages by `weight` in [0, 1], leaving the positive ones as they are.
+
+    Why: a sample with a positive advantage pulls probability towards what it did (it sharpens the policy); one with
+    a negative advantage pushes probability away from what it did, onto everything else, and so raises the entropy.
+    For a greedy pass@1 target, and a low-entropy policy after SFT whose right decisions hold on narrow margins,
+    the pushes away can flip those decisions. `weight=0` keeps only the reinforcement of the better-than-the-group
+    samples (with a binary reward: online rejection-sampling fine-tuning, as RAFT); values between (e.g. 0.1) damp
+    the push without dropping it, as the weighted REINFORCE of Zhu et al. (2025, "The Surprising Effectiveness of
+    Negative Reinforcement in LLM Reasoning") does the other way round for pass@k. 1 is plain GRPO.
+    """
+    if not 0.0 <= weight <= 1.0:
+        raise ValueError(f"negative advantage weight must be in [0, 1], got {weight}")
+    if weight == 1.0:
+        return advantages
+    return torch.where(advantages < 0, advantages * weight, advantages)
+
+
 # ------------------------------------------------------------------------------------------- importance ratios
 def log_importance_ratio(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor, level: str = "token") -> Tensor:
     """log(pi/pi_old) per token (B, T), or GSPO's length-normalised sequence ratio (B, 1): the masked mean of the
