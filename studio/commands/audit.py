@@ -141,7 +141,8 @@ def audit(
     fams = [f.strip() for f in families.split(",") if f.strip()] if families else None
     known = {p.family for p in all_probes()}
     if fams and set(fams) - known:
-        console.print(f"[red]error:[/red] unknown probe families {sorted(set(fams) - known)}; known: {sorted(known)}")
+        console.print(f"[red]error:[/red] unknown probe families {sorted(set(fams) - known)}; known: {sorted(known)}",
+                      soft_wrap=True)
         raise typer.Exit(2)
     if table is None and json_out is not None:
         table = json_out.with_name(json_out.stem + ".inspection.parquet")
@@ -152,7 +153,7 @@ def audit(
                                       labels=labels, table=table, progress=progress,
                                       limit=max_rows, families=fams)
     except AuditUsageError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from exc
     text = render_markdown(report)
     console.print(Markdown(text))

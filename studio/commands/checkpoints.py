@@ -21,7 +21,7 @@ def _registry():
 
 
 def _fail(msg: str, code: int = 2) -> None:
-    console.print(f"[red]error:[/red] {msg}", highlight=False)
+    console.print(f"[red]error:[/red] {msg}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

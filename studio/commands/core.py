@@ -81,7 +81,7 @@ def chat(
         with console.status("loading model"):
             m, tok = load_model(model)
     except ModelLoadError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         raise typer.Exit(2) from exc
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": question}]
     with console.status("generating"):

@@ -26,7 +26,7 @@ def _llm_provider():
 
 def _fail(exc: Exception, code: int = 2) -> None:
     console.print("[red]error:[/red]", end=" ")
-    console.print(str(exc), highlight=False, markup=False)
+    console.print(str(exc), highlight=False, markup=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

@@ -101,7 +101,7 @@ def rollout_cmd(
         with console.status("loading model"):
             m, tok = load_model(model)
     except ModelLoadError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         raise typer.Exit(2) from exc
 
     def policy(messages):
@@ -149,13 +149,13 @@ def verify_cmd(
 
     folder = world or _find_csv_world(tasks.resolve().parent) or (NEMO_GYM_DATA if NEMO_GYM_DATA.exists() else None)
     if folder is None:
-        console.print("[red]error:[/red] no NeMo Gym CSV world found; pass --world FOLDER (holding csv_data/)")
+        console.print("[red]error:[/red] no NeMo Gym CSV world found; pass --world FOLDER (holding csv_data/)", soft_wrap=True)
         raise typer.Exit(2)
     try:
         w = read_csv_world(folder)
         verdicts = verify_rollouts(nemo_gym, read_tasks(tasks), w)
     except NemoGymFormatError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         raise typer.Exit(2) from exc
     for v in verdicts:
         sys.stdout.write(json.dumps(v, ensure_ascii=False) + "\n")

@@ -15,7 +15,7 @@ eval_app = typer.Typer(help="Held-out evaluation (pass@1, pass@k, per category a
 
 
 def _fail(msg: str, code: int = 2) -> None:
-    console.print(f"[red]error:[/red] {msg}", highlight=False)
+    console.print(f"[red]error:[/red] {msg}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

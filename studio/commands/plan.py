@@ -38,7 +38,7 @@ def plan(
                             else "estimating"):
             rep = make_plan(cfg, config_name=str(config), gpus=gpu or None, probe=probe, probe_s=probe_seconds)
     except (ConfigError, PlanError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from exc
     e = rep.estimate
     w, m, f = e.workload, e.memory, e.flops

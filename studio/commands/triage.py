@@ -38,7 +38,7 @@ def triage(
         with console.status("triaging"):
             rep = run_triage(failures, tasks=task_rows, verifier=verifier, out=out, into=into)
     except (TriageError, DatasetError) as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from exc
     console.print(f"{rep.traces} traces ({', '.join(f'{k} {v}' for k, v in rep.formats.items())}); re-verified "
                   f"{rep.reverified}, unverifiable {rep.unverifiable}", highlight=False)
