@@ -3,7 +3,7 @@ after SFT on demonstrations, and after SFT + GRPO, with wall times; then the sam
 (SFT warm start + DAPO dynamic sampling) next to TRL 1.16's GRPOTrainer (no warm start, no dynamic sampling).
 
     .venv/bin/python benchmarks/learn_workplace.py                      # both parts: ~60 + ~30 minutes on 2 cores
-    .venv/bin/python benchmarks/learn_workplace.py --part main          # base / SFT / SFT+GRPO (shaped reward; --grpo-reward)
+    .venv/bin/python benchmarks/learn_workplace.py --part main          # base / SFT / SFT+GRPO (--grpo-reward)
     .venv/bin/python benchmarks/learn_workplace.py --part strict        # binary reward, ours vs TRL (reuses main's SFT)
 
 Everything runs through the library: `studio.workplace_dataset.build_dataset` (tasks, world, demonstrations),
@@ -112,7 +112,8 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
         "reward": {"function": reward, "allow_unaudited": True},
         "rollout": {"environment": "workplace", "num_generations": 4, "max_turns": a.max_turns,
                     "max_new_tokens": a.max_new_tokens, "max_total_tokens": 3072, "temperature": 1.0},
-        "loss": {"type": a.grpo_loss, "negative_advantage_weight": a.grpo_negative_weight}, "dynamic_sampling": {"enabled": True, "max_rounds": a.ds_rounds},
+        "loss": {"type": a.grpo_loss, "negative_advantage_weight": a.grpo_negative_weight},
+        "dynamic_sampling": {"enabled": True, "max_rounds": a.ds_rounds},
         "optim": {"lr": a.grpo_lr, "optimizer": "adamw-bf16", "micro_batch_size": 4},
         "sft": {"data_path": str(data / "demonstrations.jsonl"), "max_steps": a.sft_steps, "epochs": a.sft_epochs,
                 "lr": a.sft_lr, "batch_size": a.sft_batch, "gradient_accumulation_steps": a.sft_accum,
@@ -197,7 +198,8 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
             seen, held = out.get("pass_at_1_seen_templates", {}), out.get("pass_at_1_held_out_templates", {})
             out.setdefault("earlier_grpo_attempts", []).append({
                 "command": out.get("command_grpo", out["command"]), "grpo": out["setup"]["grpo"],
-                "loss": out["setup"].get("loss"), "negative_advantage_weight": out["setup"].get("negative_advantage_weight", 1.0),
+                "loss": out["setup"].get("loss"),
+                "negative_advantage_weight": out["setup"].get("negative_advantage_weight", 1.0),
                 "train_reward": out["setup"].get("train_reward"),
                 "steps": out.get("grpo_steps_run"), "pass_at_1": out["pass_at_1"]["sft_grpo"],
                 "pass_at_1_seen_templates": seen.get("sft_grpo"), "pass_at_1_held_out_templates": held.get("sft_grpo"),

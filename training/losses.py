@@ -64,11 +64,13 @@ def weight_negative_advantages(advantages: Tensor, weight: float) -> Tensor:
 
     Why: a sample with a positive advantage pulls probability towards what it did (it sharpens the policy); one with
     a negative advantage pushes probability away from what it did, onto everything else, and so raises the entropy.
-    For a greedy pass@1 target, and a low-entropy policy after SFT whose right decisions hold on narrow margins,
-    the pushes away can flip those decisions. `weight=0` keeps only the reinforcement of the better-than-the-group
-    samples (with a binary reward: online rejection-sampling fine-tuning, as RAFT); values between (e.g. 0.1) damp
-    the push without dropping it, as the weighted REINFORCE of Zhu et al. (2025, "The Surprising Effectiveness of
-    Negative Reinforcement in LLM Reasoning") does the other way round for pass@k. 1 is plain GRPO.
+    Sharpening favours greedy pass@1, spreading favours pass@k (Zhu et al. 2025, "The Surprising Effectiveness of
+    Negative Reinforcement in LLM Reasoning", whose weighted REINFORCE damps the positive side instead).
+    `weight=0` keeps only the reinforcement of the better-than-the-group samples (with a binary reward: online
+    rejection-sampling fine-tuning, as RAFT); values between (e.g. 0.1) damp the push without dropping it; 1 is
+    plain GRPO. Measured on learn_workplace (benchmarks/results/learn_workplace.json): with 0, with the shaped and
+    with the binary reward, GRPO from the SFT model still lost 2 of its 8 test passes, as the stages with 1 lost
+    theirs, so there the push away was not what cost them.
     """
     if not 0.0 <= weight <= 1.0:
         raise ValueError(f"negative advantage weight must be in [0, 1], got {weight}")

@@ -149,7 +149,8 @@ def verify_cmd(
 
     folder = world or _find_csv_world(tasks.resolve().parent) or (NEMO_GYM_DATA if NEMO_GYM_DATA.exists() else None)
     if folder is None:
-        console.print("[red]error:[/red] no NeMo Gym CSV world found; pass --world FOLDER (holding csv_data/)", soft_wrap=True)
+        console.print("[red]error:[/red] no NeMo Gym CSV world found; pass --world FOLDER (holding csv_data/)",
+                      soft_wrap=True)
         raise typer.Exit(2)
     try:
         w = read_csv_world(folder)
