@@ -97,7 +97,7 @@ TRAIN_REWARDS = {
 
 def _grpo_setup(a: argparse.Namespace) -> str:
     return (f"{a.grpo_batch} episodes per step (4 per prompt), lr {a.grpo_lr}, AdamW bf16 moments, loss {a.grpo_loss}, "
-            f"negative advantages x{a.grpo_negative_weight}")
+            f"negative advantages x{a.grpo_negative_weight}, sampling temperature {a.grpo_temperature}")
 
 
 def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: str, steps: int) -> Any:
@@ -111,7 +111,8 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
         "data": {"path": str(data), "split": "train"},
         "reward": {"function": reward, "allow_unaudited": True},
         "rollout": {"environment": "workplace", "num_generations": 4, "max_turns": a.max_turns,
-                    "max_new_tokens": a.max_new_tokens, "max_total_tokens": 3072, "temperature": 1.0},
+                    "max_new_tokens": a.max_new_tokens, "max_total_tokens": 3072,
+                    "temperature": a.grpo_temperature},
         "loss": {"type": a.grpo_loss, "negative_advantage_weight": a.grpo_negative_weight},
         "dynamic_sampling": {"enabled": True, "max_rounds": a.ds_rounds},
         "optim": {"lr": a.grpo_lr, "optimizer": "adamw-bf16", "micro_batch_size": 4},
@@ -201,6 +202,7 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
                 "loss": out["setup"].get("loss"),
                 "negative_advantage_weight": out["setup"].get("negative_advantage_weight", 1.0),
                 "train_reward": out["setup"].get("train_reward"),
+                "temperature": out["setup"].get("grpo_temperature", 1.0),
                 "steps": out.get("grpo_steps_run"), "pass_at_1": out["pass_at_1"]["sft_grpo"],
                 "pass_at_1_seen_templates": seen.get("sft_grpo"), "pass_at_1_held_out_templates": held.get("sft_grpo"),
                 "grpo_metrics": out.get("grpo_metrics")})
@@ -208,6 +210,7 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
         out["setup"]["loss"] = a.grpo_loss
         out["setup"]["train_reward"] = TRAIN_REWARDS[a.grpo_reward]
         out["setup"]["negative_advantage_weight"] = a.grpo_negative_weight
+        out["setup"]["grpo_temperature"] = a.grpo_temperature
         out["command_grpo"] = a.command
         out["stages_completed"] = [s for s in out["stages_completed"] if s not in ("grpo", "eval_sft_grpo")]
     else:
@@ -376,6 +379,8 @@ def main() -> None:
     ap.add_argument("--grpo-reward", choices=sorted(TRAIN_REWARDS), default="env", help="the main part's GRPO reward")
     ap.add_argument("--grpo-negative-weight", type=float, default=1.0, help="loss.negative_advantage_weight: 1 is "
                     "GRPO, 0 reinforces only the better-than-the-group samples (training.losses.weight_negative_advantages)")
+    ap.add_argument("--grpo-temperature", type=float, default=1.0, help="rollout sampling temperature (the log-probs "
+                    "and the loss use the same one); below 1, fewer incidental low-probability tokens are reinforced")
     ap.add_argument("--ds-rounds", type=int, default=2, help="dynamic-sampling rounds per step at most")
     ap.add_argument("--freeze-layers", type=int, default=0, help="first decoder layers kept fixed (SFT and GRPO)")
     ap.add_argument("--freeze-embeddings", action="store_true", help="keep the token embeddings (tied head) fixed")
@@ -418,7 +423,7 @@ def main() -> None:
                       "eval": "greedy, one episode per task, the verifier's binary verdict",
                       "eval_sample": "fixed random sample (seed 0) of the test split",
                       "train_reward": TRAIN_REWARDS[a.grpo_reward],
-                      "negative_advantage_weight": a.grpo_negative_weight,
+                      "negative_advantage_weight": a.grpo_negative_weight, "grpo_temperature": a.grpo_temperature,
                       "loss": a.grpo_loss, "dynamic_sampling": True,
                       "frozen": f"embeddings {'fixed' if a.freeze_embeddings else 'trained'}, first {a.freeze_layers} "
                                 "decoder layers fixed (SFT and GRPO)",
