@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 import studio.demo_stages
+from studio.commands.errors import print_error
 
 
 class StageFailed(RuntimeError):
@@ -51,7 +52,7 @@ def run_demo(out: Path, *, quick: bool = False, console: Console | None = None) 
         try:
             produced = stage.run(ctx)
         except StageFailed as exc:
-            console.print(f"[red]stopped at {stage.TITLE}:[/red] {exc}")
+            print_error(console, exc, label=f"stopped at {stage.TITLE}")
             _write_summary(out, results)
             raise SystemExit(1) from exc
         produced = dict(produced or {})

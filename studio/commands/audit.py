@@ -18,6 +18,8 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from studio.commands.errors import print_error
+
 console = Console()
 
 
@@ -141,8 +143,7 @@ def audit(
     fams = [f.strip() for f in families.split(",") if f.strip()] if families else None
     known = {p.family for p in all_probes()}
     if fams and set(fams) - known:
-        console.print(f"[red]error:[/red] unknown probe families {sorted(set(fams) - known)}; known: {sorted(known)}",
-                      soft_wrap=True)
+        print_error(console, f"unknown probe families {sorted(set(fams) - known)}; known: {sorted(known)}")
         raise typer.Exit(2)
     if table is None and json_out is not None:
         table = json_out.with_name(json_out.stem + ".inspection.parquet")
@@ -153,7 +154,7 @@ def audit(
                                       labels=labels, table=table, progress=progress,
                                       limit=max_rows, families=fams)
     except AuditUsageError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        print_error(console, exc)
         raise typer.Exit(2) from exc
     text = render_markdown(report)
     console.print(Markdown(text))

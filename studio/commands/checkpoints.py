@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+
+from studio.commands.errors import fail
 
 console = Console()
 app_ck = typer.Typer(help="The checkpoint registry: register, promote, roll back (hash-verified), lineage.",
@@ -20,9 +24,8 @@ def _registry():
     return Registry()
 
 
-def _fail(msg: str, code: int = 2) -> None:
-    console.print(f"[red]error:[/red] {msg}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
+def _fail(msg: str, code: int = 2) -> NoReturn:
+    fail(console, msg, code)
 
 
 def _when(ts: float) -> str:
@@ -66,7 +69,7 @@ def show(name: str = typer.Argument(..., help="Checkpoint name or alias (product
                      ("dataset", c.dataset_hash), ("reward", c.reward_version), ("step", c.step),
                      ("run", c.run_id), ("registered", _when(c.created_at))]:
             console.print(f"  {k}: {v}", highlight=False)
-        console.print(f"  weights check: {'[green]' if ok else '[red]'}{msg}[/]", highlight=False)
+        console.print(f"  weights check: {'[green]' if ok else '[red]'}{escape(msg)}[/]", highlight=False)
         console.print("  lineage: " + " <- ".join(x.name for x in lineage), highlight=False)
         if c.metrics:
             console.print("  metrics: " + ", ".join(f"{k}={v:.4g}" for k, v in c.metrics.items()), highlight=False)
@@ -150,7 +153,7 @@ def verify(name: str = typer.Argument(..., help="Checkpoint name or alias.")) ->
             ok, msg = reg.verify(name)
         except RegistryError as exc:
             _fail(str(exc))
-    console.print(("[green]ok[/green] " if ok else "[red]mismatch[/red] ") + msg, highlight=False)
+    console.print(("[green]ok[/green] " if ok else "[red]mismatch[/red] ") + escape(msg), highlight=False)
     if not ok:
         raise typer.Exit(1)
 

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+
+from studio.commands.errors import print_error
 
 console = Console()
 
@@ -42,7 +45,7 @@ def doctor() -> None:
         gguf = embedded_gguf_path()
         table.add_row("embedded model", f"{gguf.name} ({gguf.stat().st_size / 1e6:.0f} MB)")
     except Exception as exc:  # noqa: BLE001 - any failure here is the message to show
-        table.add_row("embedded model", f"[red]{exc}[/red]")
+        table.add_row("embedded model", f"[red]{escape(str(exc))}[/red]")
         problems.append(str(exc))
     state = check_cache(embedded_cache_dir(), full_hash=False)
     table.add_row("model cache", f"{state.path}: {'ready' if state.ok else state.reason + ' (built on first use)'}")
@@ -61,7 +64,7 @@ def doctor() -> None:
     console.print(table)
     if problems:
         for p in problems:
-            console.print(f"[red]problem:[/red] {p}")
+            print_error(console, p, label="problem")
         raise typer.Exit(1)
     console.print("[green]ready[/green]")
 
@@ -81,7 +84,7 @@ def chat(
         with console.status("loading model"):
             m, tok = load_model(model)
     except ModelLoadError as exc:
-        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+        print_error(console, exc)
         raise typer.Exit(2) from exc
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": question}]
     with console.status("generating"):

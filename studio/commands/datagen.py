@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from studio.commands.errors import fail
 
 console = Console()
 
@@ -24,10 +27,8 @@ def _llm_provider():
     return lambda: LLMRunner(load_model)
 
 
-def _fail(exc: Exception, code: int = 2) -> None:
-    console.print("[red]error:[/red]", end=" ")
-    console.print(str(exc), highlight=False, markup=False, soft_wrap=True)
-    raise typer.Exit(code)
+def _fail(exc: Exception, code: int = 2) -> NoReturn:
+    fail(console, exc, code)
 
 
 def validate(spec: Path = typer.Argument(..., help="Dataset spec (YAML or JSON).")) -> None:

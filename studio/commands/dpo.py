@@ -8,6 +8,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from studio.commands.errors import print_error
+
 console = Console()
 
 
@@ -41,7 +43,7 @@ def dpo(
     try:
         cfg = load_dpo_config(config)
     except ValueError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        print_error(console, exc)
         raise typer.Exit(2) from exc
     reg = Registry() if register_checkpoint and cfg.register_checkpoint else None
     try:
@@ -50,7 +52,7 @@ def dpo(
             res = run_dpo(cfg, base=config.resolve().parent, registry=reg,
                           progress=lambda step, total: bar.update(job, completed=step))
     except DPOError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        print_error(console, exc)
         raise typer.Exit(2) from exc
     m = res["metrics"]
     console.print(f"{res['pairs']} pairs, {res['steps']} steps in {res['seconds']} s; final loss "

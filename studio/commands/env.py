@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from studio.commands.errors import print_error
+
 console = Console()
 env_app = typer.Typer(help="The workplace tool-calling environment: tasks, rollouts, NeMo Gym scoring.",
                       no_args_is_help=True)
@@ -101,7 +103,7 @@ def rollout_cmd(
         with console.status("loading model"):
             m, tok = load_model(model)
     except ModelLoadError as exc:
-        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+        print_error(console, exc)
         raise typer.Exit(2) from exc
 
     def policy(messages):
@@ -149,14 +151,13 @@ def verify_cmd(
 
     folder = world or _find_csv_world(tasks.resolve().parent) or (NEMO_GYM_DATA if NEMO_GYM_DATA.exists() else None)
     if folder is None:
-        console.print("[red]error:[/red] no NeMo Gym CSV world found; pass --world FOLDER (holding csv_data/)",
-                      soft_wrap=True)
+        print_error(console, "no NeMo Gym CSV world found; pass --world FOLDER (holding csv_data/)")
         raise typer.Exit(2)
     try:
         w = read_csv_world(folder)
         verdicts = verify_rollouts(nemo_gym, read_tasks(tasks), w)
     except NemoGymFormatError as exc:
-        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+        print_error(console, exc)
         raise typer.Exit(2) from exc
     for v in verdicts:
         sys.stdout.write(json.dumps(v, ensure_ascii=False) + "\n")

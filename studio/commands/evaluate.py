@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from studio.commands.errors import fail
+
 console = Console()
 eval_app = typer.Typer(help="Held-out evaluation (pass@1, pass@k, per category and failure reason) and A/B compare.",
                        invoke_without_command=True, no_args_is_help=False)
 
 
-def _fail(msg: str, code: int = 2) -> None:
-    console.print(f"[red]error:[/red] {msg}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
+def _fail(msg: str, code: int = 2) -> NoReturn:
+    fail(console, msg, code)
 
 
 def print_report(report) -> None:

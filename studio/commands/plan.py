@@ -8,6 +8,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from studio.commands.errors import print_error
+
 console = Console()
 
 
@@ -38,7 +40,7 @@ def plan(
                             else "estimating"):
             rep = make_plan(cfg, config_name=str(config), gpus=gpu or None, probe=probe, probe_s=probe_seconds)
     except (ConfigError, PlanError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        print_error(console, exc)
         raise typer.Exit(2) from exc
     e = rep.estimate
     w, m, f = e.workload, e.memory, e.flops

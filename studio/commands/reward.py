@@ -15,12 +15,14 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+from studio.commands.errors import fail, print_error
 
 console = Console()
 reward_app = typer.Typer(help="Author and check rewards: score completions, list built-in verifiers, versions.",
@@ -31,9 +33,8 @@ class UsageError(ValueError):
     """Misuse of `rlvr reward` (exit 2)."""
 
 
-def _fail(msg: str) -> None:
-    console.print(f"[red]error:[/red] {msg}", markup=True, highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
+def _fail(msg: str) -> NoReturn:
+    fail(console, msg)
 
 
 def read_completions(path: Path, trajectory: bool) -> list[dict[str, Any]]:
@@ -229,7 +230,7 @@ def test_cmd(
 
         if not isinstance(exc, SandboxError):
             raise
-        console.print(f"[red]sandbox error:[/red] {exc}", highlight=False)
+        print_error(console, exc, label="sandbox error")
         raise typer.Exit(1) from exc
     if json_out is not None:
         _write(json_out, records)

@@ -9,6 +9,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from studio.commands.errors import print_error
+
 console = Console()
 
 
@@ -30,7 +32,7 @@ def _load(config: Path, sets: list[str] | None):
     try:
         return load_train_config(config, overrides=_overrides(sets))
     except ConfigError as exc:
-        console.print(f"[red]config error:[/red] {exc}", highlight=False)
+        print_error(console, exc, label="config error")
         raise typer.Exit(2) from exc
 
 
@@ -61,7 +63,7 @@ def sft(
     """Supervised warm start on demonstrations (TRL SFTTrainer; LoRA or full), saved to OUTPUT/sft/final."""
     cfg = _load(config, set_)
     if cfg.sft is None:
-        console.print("[red]config error:[/red] no `sft:` section (set sft.data_path to a demonstrations file)")
+        print_error(console, "no `sft:` section (set sft.data_path to a demonstrations file)", label="config error")
         raise typer.Exit(2)
     _sft(cfg)
 

@@ -8,6 +8,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from studio.commands.errors import print_error
+
 console = Console()
 
 
@@ -38,7 +40,7 @@ def triage(
         with console.status("triaging"):
             rep = run_triage(failures, tasks=task_rows, verifier=verifier, out=out, into=into)
     except (TriageError, DatasetError) as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        print_error(console, exc)
         raise typer.Exit(2) from exc
     console.print(f"{rep.traces} traces ({', '.join(f'{k} {v}' for k, v in rep.formats.items())}); re-verified "
                   f"{rep.reverified}, unverifiable {rep.unverifiable}", highlight=False)
