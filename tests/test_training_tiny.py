@@ -231,3 +231,37 @@ def test_freezing_every_layer_is_refused_with_the_layer_count():
     model = build_random_model(load_tokenizer("default"))
     with pytest.raises(ValueError, match="the model has 2 decoder layers; freeze fewer"):
         freeze(model, ModelSection(freeze_layers=2))
+
+
+@pytest.mark.parametrize("loss", ["grpo", "dapo", "dr_grpo", "gspo"])
+def test_one_update_raises_the_better_completions_and_lowers_the_worse(tmp_path, loss):
+    """The direction of learning, end to end through the trainer's own sampling, packing and update: in each group
+    of 4 completions one is scored 1 and three 0; after one optimizer step every rewarded completion is more likely
+    under the policy and every other one less likely. A sign slip anywhere between the scores and the gradient (the
+    advantages, the loss, its aggregation, the shared-prompt forward) fails here, where the parity tests, which
+    compare the loss value, would not see it."""
+    import torch
+
+    from training.config_io import load_train_config
+    from training.grpo import GRPOTrainer
+    from training.losses import group_advantages
+    from training.rollout import SamplingParams
+    from training.samples import pack
+
+    cfg = load_train_config(_tiny_yaml(tmp_path, loss__type=loss, overlong__mode="none", optim__lr=1e-3))
+    trainer = GRPOTrainer(cfg)
+    trainer._setup()
+    samples = trainer.collect(trainer._draw(2), 4, SamplingParams(max_new_tokens=16, temperature=1.0, seed=1))
+    scores = torch.tensor([1.0 if i % 4 == 0 else 0.0 for i in range(len(samples))])
+    batch = pack(samples, trainer.tok.pad_token_id)
+
+    def mean_logprob() -> torch.Tensor:
+        with torch.no_grad():
+            lp, _ = trainer._forward_logprobs(trainer.model, batch, False)
+        return (lp * batch.loss_mask).sum(1) / batch.loss_mask.sum(1)
+
+    before = mean_logprob()
+    adv, _ = group_advantages(scores, 4, scale="group", leave_one_out=False)
+    trainer._update(batch, adv)
+    delta = mean_logprob() - before
+    assert bool((delta[scores == 1] > 0).all()) and bool((delta[scores == 0] < 0).all()), delta.tolist()
