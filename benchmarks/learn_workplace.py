@@ -53,7 +53,7 @@ def _plot(out: dict) -> None:
     import matplotlib.pyplot as plt
 
     strict = out.get("strict_binary") or {}
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    fig, axes = plt.subplots(1, 4, figsize=(18, 3.8))
     bars = [(s, out["pass_at_1"][s]) for s in STAGES if s in out["pass_at_1"]]
     bars += [(f"strict:{k}", v) for k, v in (strict.get("pass_at_1") or {}).items()]
     colors = {"base": "#999", "sft": "#69c", "sft_grpo": "#2a7", "strict:ours_sft_grpo": "#2a7", "strict:trl_grpo": "#c63"}
@@ -66,7 +66,7 @@ def _plot(out: dict) -> None:
         axes[1].plot([r["step"] for r in m], [r.get("reward_mean") or 0 for r in m], label="reward")
         axes[1].plot([r["step"] for r in m], [r.get("pass_rate") or 0 for r in m], label="pass rate")
         axes[1].legend(fontsize=8)
-    reward = out["setup"].get("train_reward", "").split(",")[0].replace("workplace verifier", "").strip()
+    reward = "binary" if "binary" in out["setup"].get("train_reward", "") else "shaped"
     axes[1].set_title(f"GRPO ({out['setup'].get('loss')}) samples, {reward} reward", fontsize=9)
     axes[1].set_xlabel("step")
     for name, key, color in (("ours (SFT warm start + dynamic sampling)", "ours_metrics", "#2a7"),
@@ -81,11 +81,32 @@ def _plot(out: dict) -> None:
         axes[2].legend(fontsize=6)
     axes[2].set_title("strict binary reward", fontsize=9)
     axes[2].set_xlabel("step")
+    _plot_attempts(axes[3], out)
     fig.tight_layout()
     tmp = PLOT.with_name(".learn_workplace.tmp.png")
     fig.savefig(tmp, dpi=90)
     plt.close(fig)
     os.replace(tmp, PLOT)
+
+
+def _plot_attempts(ax: Any, out: dict) -> None:
+    """Every GRPO stage on record (earlier attempts and the current one): test passes gained over the SFT model it
+    started from, by learning rate, so the whole search reads at a glance."""
+    stages = [a for a in out.get("earlier_grpo_attempts", []) if a.get("grpo_lr") and a.get("sft_pass_at_1") is not None]
+    if "sft_grpo" in out.get("pass_at_1", {}) and out["setup"].get("grpo_lr"):
+        stages.append({"grpo_lr": out["setup"]["grpo_lr"], "sft_pass_at_1": out["pass_at_1"]["sft"],
+                       "pass_at_1": out["pass_at_1"]["sft_grpo"], "current": True})
+    n = out.get("eval_tasks") or 48
+    for a in stages:
+        ax.scatter(a["grpo_lr"], round((a["pass_at_1"] - a["sft_pass_at_1"]) * n),
+                   color="#2a7" if a.get("current") else "#888", s=40 if a.get("current") else 18, zorder=3)
+    ax.axhline(0, color="#69c", linewidth=1, label="its SFT model")
+    ax.axhspan(-2, 2, color="#69c", alpha=0.12, label="2 tasks either way")
+    ax.set_xscale("log")
+    ax.set_xlabel("GRPO learning rate")
+    ax.set_ylabel(f"test passes gained (of {n})")
+    ax.set_title(f"every GRPO stage on record ({len(stages)}; green: current)", fontsize=9)
+    ax.legend(fontsize=7)
 
 
 TRAIN_REWARDS = {
@@ -202,7 +223,8 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
                 "loss": out["setup"].get("loss"),
                 "negative_advantage_weight": out["setup"].get("negative_advantage_weight", 1.0),
                 "train_reward": out["setup"].get("train_reward"),
-                "temperature": out["setup"].get("grpo_temperature", 1.0),
+                "temperature": out["setup"].get("grpo_temperature", 1.0), "grpo_lr": out["setup"].get("grpo_lr"),
+                "sft_pass_at_1": out["pass_at_1"]["sft"],
                 "steps": out.get("grpo_steps_run"), "pass_at_1": out["pass_at_1"]["sft_grpo"],
                 "pass_at_1_seen_templates": seen.get("sft_grpo"), "pass_at_1_held_out_templates": held.get("sft_grpo"),
                 "grpo_metrics": out.get("grpo_metrics")})
@@ -211,6 +233,7 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
         out["setup"]["train_reward"] = TRAIN_REWARDS[a.grpo_reward]
         out["setup"]["negative_advantage_weight"] = a.grpo_negative_weight
         out["setup"]["grpo_temperature"] = a.grpo_temperature
+        out["setup"]["grpo_lr"] = a.grpo_lr
         out["command_grpo"] = a.command
         out["stages_completed"] = [s for s in out["stages_completed"] if s not in ("grpo", "eval_sft_grpo")]
     else:
@@ -424,6 +447,7 @@ def main() -> None:
                       "eval_sample": "fixed random sample (seed 0) of the test split",
                       "train_reward": TRAIN_REWARDS[a.grpo_reward],
                       "negative_advantage_weight": a.grpo_negative_weight, "grpo_temperature": a.grpo_temperature,
+                      "grpo_lr": a.grpo_lr,
                       "loss": a.grpo_loss, "dynamic_sampling": True,
                       "frozen": f"embeddings {'fixed' if a.freeze_embeddings else 'trained'}, first {a.freeze_layers} "
                                 "decoder layers fixed (SFT and GRPO)",
