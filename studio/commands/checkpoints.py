@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -23,9 +22,6 @@ def _registry():
 
     return Registry()
 
-
-def _fail(msg: str, code: int = 2) -> NoReturn:
-    fail(console, msg, code)
 
 
 def _when(ts: float) -> str:
@@ -63,8 +59,9 @@ def show(name: str = typer.Argument(..., help="Checkpoint name or alias (product
             lineage = reg.lineage(name)
             evals = reg.evaluations(name)
         except RegistryError as exc:
-            _fail(str(exc))
-        console.print(f"[bold]{c.name}[/bold] {('(' + ', '.join(c.aliases) + ')') if c.aliases else ''}", highlight=False)
+            fail(console, str(exc))
+        aliases = f"({', '.join(c.aliases)})" if c.aliases else ""
+        console.print(f"[bold]{escape(c.name)}[/bold] {escape(aliases)}", highlight=False)
         for k, v in [("path", c.path), ("base model", c.base_model), ("weights", c.weights_hash),
                      ("dataset", c.dataset_hash), ("reward", c.reward_version), ("step", c.step),
                      ("run", c.run_id), ("registered", _when(c.created_at))]:
@@ -91,7 +88,7 @@ def register_checkpoint(
         try:
             c = reg.register_checkpoint(folder, name=name, run_id=run_id)
         except RegistryError as exc:
-            _fail(str(exc))
+            fail(console, str(exc))
         console.print(f"registered [bold]{c.name}[/bold] ({c.weights_hash[:12]}) from {c.path}", highlight=False)
 
 
@@ -108,7 +105,7 @@ def promote(
         try:
             p = reg.promote(name, alias=as_, note=note)
         except RegistryError as exc:
-            _fail(str(exc))
+            fail(console, str(exc))
         console.print(f"{p.alias} -> [bold]{p.checkpoint}[/bold] (was {p.previous or 'nothing'}; weights verified)",
                       highlight=False)
 
@@ -125,7 +122,7 @@ def rollback(
         try:
             p = reg.rollback(alias=alias, note=note)
         except RegistryError as exc:
-            _fail(str(exc))
+            fail(console, str(exc))
         console.print(f"{p.alias} rolled back: {p.previous} -> [bold]{p.checkpoint}[/bold] (weights verified)",
                       highlight=False)
 
@@ -152,7 +149,7 @@ def verify(name: str = typer.Argument(..., help="Checkpoint name or alias.")) ->
         try:
             ok, msg = reg.verify(name)
         except RegistryError as exc:
-            _fail(str(exc))
+            fail(console, str(exc))
     console.print(("[green]ok[/green] " if ok else "[red]mismatch[/red] ") + escape(msg), highlight=False)
     if not ok:
         raise typer.Exit(1)
@@ -171,7 +168,7 @@ def delete(
         try:
             plan = reg.delete_checkpoint(name, yes=yes, remove_files=files)
         except RegistryError as exc:
-            _fail(str(exc), code=1)
+            fail(console, str(exc), code=1)
         console.print(f"deleted {plan['checkpoint']}" + (f" and {plan['path']}" if files else "") +
                       (f"; children keep their parent name: {plan['children']}" if plan["children"] else ""),
                       highlight=False)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -27,9 +26,6 @@ def _llm_provider():
     return lambda: LLMRunner(load_model)
 
 
-def _fail(exc: Exception, code: int = 2) -> NoReturn:
-    fail(console, exc, code)
-
 
 def validate(spec: Path = typer.Argument(..., help="Dataset spec (YAML or JSON).")) -> None:
     """Check a dataset spec: every problem is listed with its path and what was expected."""
@@ -39,7 +35,7 @@ def validate(spec: Path = typer.Argument(..., help="Dataset spec (YAML or JSON).
     try:
         s = load_spec(spec)
     except SpecError as exc:
-        _fail(exc)
+        fail(console, exc)
     tables = ", ".join(f"{t} ({len(s.tables[t].columns)} columns)" for t in table_order(s))
     console.print(f"[green]valid[/green]: {s.name}: {tables}", highlight=False)
 
@@ -71,9 +67,9 @@ def preview(
         with console.status("generating preview"):
             frames = generate_frames(s, n, llm=_llm_provider())
     except SpecError as exc:
-        _fail(exc)
+        fail(console, exc)
     except Exception as exc:  # noqa: BLE001 - GenerationError, UserCodeError: shown as they are
-        _fail(exc, 1)
+        fail(console, exc, 1)
     for t in s.tables:
         console.print(_frame_table(f"{t} ({frames[t].height} rows)", frames[t]))
         q = frames.get(f"_quarantine/{t}")
@@ -126,9 +122,9 @@ def generate(
             manifest = generate_dataset(spec, n, out, seed=seed, resume=resume, overwrite=overwrite,
                                         llm=_llm_provider(), progress=Hooks(on_table, on_rows))
     except (SpecError, OutputExists) as exc:
-        _fail(exc)
+        fail(console, exc)
     except Exception as exc:  # noqa: BLE001 - GenerationError, UserCodeError
-        _fail(exc, 1)
+        fail(console, exc, 1)
     rep = report_for_dir(out)
     atomic_write_bytes(out / "report.json", json.dumps(rep, indent=2, default=str).encode())
     console.print("\n".join(summary_lines(rep)), highlight=False, markup=False)
@@ -145,7 +141,7 @@ def report(out: Path = typer.Argument(..., help="A folder written by rlvr genera
     try:
         rep = report_for_dir(out)
     except FileNotFoundError as exc:
-        _fail(exc)
+        fail(console, exc)
     atomic_write_bytes(out / "report.json", json.dumps(rep, indent=2, default=str).encode())
     console.print("\n".join(summary_lines(rep)), highlight=False, markup=False)
     if not rep["ok"]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -16,9 +15,6 @@ console = Console()
 eval_app = typer.Typer(help="Held-out evaluation (pass@1, pass@k, per category and failure reason) and A/B compare.",
                        invoke_without_command=True, no_args_is_help=False)
 
-
-def _fail(msg: str, code: int = 2) -> NoReturn:
-    fail(console, msg, code)
 
 
 def print_report(report) -> None:
@@ -57,15 +53,15 @@ def run_evaluation(model: str, dataset: Path, splits: list[str], k: int, samples
     try:
         tasks = select_split(read_tasks(dataset), splits)
     except (DatasetError, EvaluationError) as exc:
-        _fail(str(exc))
+        fail(console, str(exc))
     if limit:
         tasks = tasks[:limit]
     n = samples or k
     if n < k:
-        _fail(f"--samples {n} is below -k {k}: pass@k needs at least k samples per task")
+        fail(console, f"--samples {n} is below -k {k}: pass@k needs at least k samples per task")
     temp = temperature if temperature is not None else (0.0 if n == 1 else 0.8)
     if n > 1 and temp == 0:
-        _fail("several samples per task need --temperature > 0 (greedy decoding repeats the same completion)")
+        fail(console, "several samples per task need --temperature > 0 (greedy decoding repeats the same completion)")
     reg = Registry() if register else None
     with console.status(f"loading {model}"):
         m, tok, label = load_eval_model(model, reg)
@@ -80,13 +76,14 @@ def run_evaluation(model: str, dataset: Path, splits: list[str], k: int, samples
         mode, reward_label = "environment", "workplace verifier"
     else:
         if reward is None:
-            _fail("this dataset has no tool tasks: pass --reward file.py:function (or module:function) to score it")
+            fail(console,
+                 "this dataset has no tool tasks: pass --reward file.py:function (or module:function) to score it")
         from training.scoring import RewardLoadError, load_reward
 
         try:
             loaded = load_reward(reward)
         except RewardLoadError as exc:
-            _fail(str(exc))
+            fail(console, str(exc))
         runner = CompletionRunner(m, tok, loaded, temperature=temp, max_new_tokens=max_new_tokens)
         mode, reward_label = "single_turn", loaded.version
     with Progress(TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -129,7 +126,7 @@ def eval_main(
     if ctx.invoked_subcommand is not None:
         return
     if model is None or dataset is None:
-        _fail("rlvr eval needs --model and --dataset (or a subcommand: rlvr eval compare A B)")
+        fail(console, "rlvr eval needs --model and --dataset (or a subcommand: rlvr eval compare A B)")
     report = run_evaluation(model, dataset, split, k, samples, temperature, max_new_tokens, reward, json_out, seed,
                             limit, register, max_turns)
     print_report(report)
@@ -177,7 +174,7 @@ def compare(
         cmp = compare_reports(ra, rb, metric=metric, n_resamples=resamples, confidence=confidence, seed=seed,
                               a_name=la, b_name=lb)
     except EvaluationError as exc:
-        _fail(str(exc))
+        fail(console, str(exc))
     verdict = ("[green]B is better[/green]" if cmp.ci_low > 0 else "[red]B is worse[/red]" if cmp.ci_high < 0
                else "[yellow]no significant difference[/yellow]")
     console.print(f"{metric} over {cmp.n_tasks} shared tasks: A {cmp.mean_a:.3f}, B {cmp.mean_b:.3f}, "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -32,9 +32,6 @@ reward_app = typer.Typer(help="Author and check rewards: score completions, list
 class UsageError(ValueError):
     """Misuse of `rlvr reward` (exit 2)."""
 
-
-def _fail(msg: str) -> NoReturn:
-    fail(console, msg)
 
 
 def read_completions(path: Path, trajectory: bool) -> list[dict[str, Any]]:
@@ -212,9 +209,9 @@ def test_cmd(
 ) -> None:
     """Score completions with a reward and summarise: pass rate, score histogram, errors."""
     if sandbox not in ("auto", "on", "off"):
-        _fail(f"--sandbox must be auto, on or off, got {sandbox!r}")
+        fail(console, f"--sandbox must be auto, on or off, got {sandbox!r}")
     if json_out is not None and json_out.suffix not in (".json", ".jsonl"):
-        _fail(f"--json {json_out}: expected a .json or .jsonl path")
+        fail(console, f"--json {json_out}: expected a .json or .jsonl path")
     try:
         with Progress(TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, transient=True) as bar:
@@ -223,7 +220,7 @@ def test_cmd(
                 reward, dataset, completions, sandbox=sandbox, timeout_s=timeout, memory_mb=memory_mb, label=label,
                 progress=lambda k: bar.advance(task, k), on_total=lambda n: bar.update(task, total=n))
     except UsageError as exc:
-        _fail(str(exc))
+        fail(console, str(exc))
         return
     except Exception as exc:  # noqa: BLE001 - the sandbox could not start: say so, not a traceback
         from rewards import SandboxError
