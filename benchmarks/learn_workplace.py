@@ -95,17 +95,18 @@ def _plot_attempts(ax: Any, out: dict) -> None:
     stages = [a for a in out.get("earlier_grpo_attempts", []) if a.get("grpo_lr") and a.get("sft_pass_at_1") is not None]
     if "sft_grpo" in out.get("pass_at_1", {}) and out["setup"].get("grpo_lr"):
         stages.append({"grpo_lr": out["setup"]["grpo_lr"], "sft_pass_at_1": out["pass_at_1"]["sft"],
-                       "pass_at_1": out["pass_at_1"]["sft_grpo"], "current": True})
+                       "pass_at_1": out["pass_at_1"]["sft_grpo"], "grpo_lora": out["setup"].get("grpo_lora"),
+                       "current": True})
     n = out.get("eval_tasks") or 48
-    for a in stages:
-        ax.scatter(a["grpo_lr"], round((a["pass_at_1"] - a["sft_pass_at_1"]) * n),
+    for a in stages:  # LoRA stages as triangles: their learning rates are not comparable with full fine-tuning's
+        ax.scatter(a["grpo_lr"], round((a["pass_at_1"] - a["sft_pass_at_1"]) * n), marker="^" if a.get("grpo_lora") else "o",
                    color="#2a7" if a.get("current") else "#888", s=40 if a.get("current") else 18, zorder=3)
     ax.axhline(0, color="#69c", linewidth=1, label="its SFT model")
     ax.axhspan(-2, 2, color="#69c", alpha=0.12, label="2 tasks either way")
     ax.set_xscale("log")
     ax.set_xlabel("GRPO learning rate")
     ax.set_ylabel(f"test passes gained (of {n})")
-    ax.set_title(f"every GRPO stage on record ({len(stages)}; green: current)", fontsize=9)
+    ax.set_title(f"every GRPO stage on record ({len(stages)}; green: current, triangle: LoRA)", fontsize=9)
     ax.legend(fontsize=7)
 
 
@@ -116,19 +117,40 @@ TRAIN_REWARDS = {
 }
 
 
+LORA_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+DECODER_LAYERS = 30  # SmolLM2-135M
+
+
+def _grpo_lora(a: argparse.Namespace) -> dict | None:
+    """GRPO through LoRA adapters on every linear module of the layers full fine-tuning would train (the ones
+    above --freeze-layers), or None for full fine-tuning."""
+    if not a.grpo_lora_r:
+        return None
+    return {"enabled": True, "r": a.grpo_lora_r, "alpha": a.grpo_lora_alpha, "target_modules": LORA_MODULES,
+            "layers": list(range(a.freeze_layers, DECODER_LAYERS))}
+
+
 def _grpo_setup(a: argparse.Namespace) -> str:
-    return (f"{a.grpo_batch} episodes per step (4 per prompt), lr {a.grpo_lr}, AdamW bf16 moments, loss {a.grpo_loss}, "
-            f"negative advantages x{a.grpo_negative_weight}, sampling temperature {a.grpo_temperature}")
+    lora = _grpo_lora(a)
+    how = (f"LoRA r {lora['r']} alpha {lora['alpha']} on every linear module of layers {a.freeze_layers}-"
+           f"{DECODER_LAYERS - 1}, " if lora else "")
+    return (f"{a.grpo_batch} episodes per step (4 per prompt), {how}lr {a.grpo_lr}, AdamW bf16 moments, "
+            f"loss {a.grpo_loss}, negative advantages x{a.grpo_negative_weight}, sampling temperature {a.grpo_temperature}")
 
 
-def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: str, steps: int) -> Any:
+def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: str, steps: int,
+            grpo_stage: bool = False) -> Any:
+    """The run's config. SFT (and the evaluations) use full fine-tuning with the frozen lower layers; with
+    `grpo_stage` and --grpo-lora-r, GRPO trains LoRA adapters instead (the two are exclusive in a TrainConfig)."""
     from training.config_io import parse_train_config
 
+    lora = _grpo_lora(a) if grpo_stage else None
     return parse_train_config({
         "name": f"learn-workplace-{run}", "seed": 0, "output_dir": str(a.work / run), "threads": threads,
         "steps": steps, "batch_size": a.grpo_batch,
-        "model": {"name": "default", "precision": a.precision, "freeze_embeddings": a.freeze_embeddings,
-                  "freeze_layers": a.freeze_layers},
+        "model": {"name": "default", "precision": a.precision, "freeze_embeddings": a.freeze_embeddings and not lora,
+                  "freeze_layers": 0 if lora else a.freeze_layers},
+        "lora": lora or {"enabled": False},
         "data": {"path": str(data), "split": "train"},
         "reward": {"function": reward, "allow_unaudited": True},
         "rollout": {"environment": "workplace", "num_generations": 4, "max_turns": a.max_turns,
@@ -197,6 +219,8 @@ def grpo(cfg: Any, init_from: str, deadline: float, eval_s: float) -> tuple[Any,
     shutil.rmtree(Path(cfg.output_dir), ignore_errors=True)
     trainer = Budget(cfg, init_from=init_from, on_step=on_step)
     trainer.train()
+    if cfg.lora.enabled:  # evaluate the merged weights: the same function, no adapter arithmetic per token
+        trainer.model = trainer.model.merge_and_unload()
     keep = ("step", "reward_mean", "pass_rate", "groups_kept", "groups_sampled", "zero_variance_frac", "ds_rounds",
             "step_time_s", "completion_len_mean", "tokens_per_s")
     return trainer, [{k: m.get(k) for k in keep} for m in metrics]
@@ -224,6 +248,7 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
                 "negative_advantage_weight": out["setup"].get("negative_advantage_weight", 1.0),
                 "train_reward": out["setup"].get("train_reward"),
                 "temperature": out["setup"].get("grpo_temperature", 1.0), "grpo_lr": out["setup"].get("grpo_lr"),
+                "grpo_lora": out["setup"].get("grpo_lora"),
                 "sft_pass_at_1": out["pass_at_1"]["sft"],
                 "steps": out.get("grpo_steps_run"), "pass_at_1": out["pass_at_1"]["sft_grpo"],
                 "pass_at_1_seen_templates": seen.get("sft_grpo"), "pass_at_1_held_out_templates": held.get("sft_grpo"),
@@ -234,6 +259,7 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
         out["setup"]["negative_advantage_weight"] = a.grpo_negative_weight
         out["setup"]["grpo_temperature"] = a.grpo_temperature
         out["setup"]["grpo_lr"] = a.grpo_lr
+        out["setup"]["grpo_lora"] = _grpo_lora(a)
         out["command_grpo"] = a.command
         out["stages_completed"] = [s for s in out["stages_completed"] if s not in ("grpo", "eval_sft_grpo")]
     else:
@@ -254,7 +280,8 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
 
     t0 = time.time()
     out["grpo_budget_left_min_at_start"] = round((deadline - time.time()) / 60, 1)
-    trainer, metrics = grpo(cfg, str(sft_dir), deadline, out["wall_s"]["eval_sft"] * 1.2)
+    gcfg = _config(a, data, threads, "main", a.grpo_reward, a.grpo_steps, grpo_stage=True)
+    trainer, metrics = grpo(gcfg, str(sft_dir), deadline, out["wall_s"]["eval_sft"] * 1.2)
     out["grpo_steps_run"] = len(metrics)
     out["grpo_metrics"] = metrics
     out["wall_s"]["grpo"] = round(time.time() - t0, 1)
@@ -404,6 +431,9 @@ def main() -> None:
                     "GRPO, 0 reinforces only the better-than-the-group samples (training.losses.weight_negative_advantages)")
     ap.add_argument("--grpo-temperature", type=float, default=1.0, help="rollout sampling temperature (the log-probs "
                     "and the loss use the same one); below 1, fewer incidental low-probability tokens are reinforced")
+    ap.add_argument("--grpo-lora-r", type=int, default=0, help="GRPO through LoRA adapters of this rank on every "
+                    "linear module of the layers above --freeze-layers (0: full fine-tuning, as SFT)")
+    ap.add_argument("--grpo-lora-alpha", type=int, default=32)
     ap.add_argument("--ds-rounds", type=int, default=2, help="dynamic-sampling rounds per step at most")
     ap.add_argument("--freeze-layers", type=int, default=0, help="first decoder layers kept fixed (SFT and GRPO)")
     ap.add_argument("--freeze-embeddings", action="store_true", help="keep the token embeddings (tied head) fixed")
@@ -447,7 +477,7 @@ def main() -> None:
                       "eval_sample": "fixed random sample (seed 0) of the test split",
                       "train_reward": TRAIN_REWARDS[a.grpo_reward],
                       "negative_advantage_weight": a.grpo_negative_weight, "grpo_temperature": a.grpo_temperature,
-                      "grpo_lr": a.grpo_lr,
+                      "grpo_lr": a.grpo_lr, "grpo_lora": _grpo_lora(a),
                       "loss": a.grpo_loss, "dynamic_sampling": True,
                       "frozen": f"embeddings {'fixed' if a.freeze_embeddings else 'trained'}, first {a.freeze_layers} "
                                 "decoder layers fixed (SFT and GRPO)",

@@ -63,6 +63,9 @@ class LoraSection(_Strict):
     alpha: int = Field(32, ge=1)
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
     target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    # decoder layers that get adapters (peft's layers_to_transform); None = every layer. Adapters on the upper
+    # layers only keep the backward out of the lower ones, as model.freeze_layers does for full fine-tuning
+    layers: list[int] | None = Field(None, min_length=1)
 
 
 class DataSection(_Strict):

@@ -265,3 +265,26 @@ def test_one_update_raises_the_better_completions_and_lowers_the_worse(tmp_path,
     trainer._update(batch, adv)
     delta = mean_logprob() - before
     assert bool((delta[scores == 1] > 0).all()) and bool((delta[scores == 0] < 0).all()), delta.tolist()
+
+
+def test_lora_on_chosen_layers_trains_only_those_adapters(tmp_path):
+    """lora.layers puts adapters on those decoder layers only (peft's layers_to_transform): the GRPO checkpoint holds
+    adapter weights for layer 1 alone, and the update moved them (B starts at zero)."""
+    from safetensors.torch import load_file
+
+    cfg = _tiny_yaml(tmp_path, steps=2, checkpoint__every=2, optim__lr=1e-2, lora__enabled=True, lora__r=4,
+                     lora__layers=[1])
+    result = runner.invoke(app, ["train", str(cfg)])
+    assert result.exit_code == 0, result.output
+    step = tmp_path / "run" / "checkpoints" / "step-2"
+    assert json.loads((step / "adapter_config.json").read_text())["layers_to_transform"] == [1]
+    weights = load_file(step / "adapter_model.safetensors")
+    assert weights and all(".layers.1." in k for k in weights), sorted(weights)
+    assert any(k.endswith("lora_B.weight") and v.abs().max() > 0 for k, v in weights.items())
+
+
+def test_lora_layers_outside_the_model_are_refused(tmp_path):
+    cfg = _tiny_yaml(tmp_path, steps=1, lora__enabled=True, lora__layers=[2])
+    result = runner.invoke(app, ["train", str(cfg)])
+    assert result.exit_code != 0
+    assert "lora.layers [2]: the model has 2 decoder layers (0..1)" in " ".join(result.output.split()), result.output

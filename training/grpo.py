@@ -193,13 +193,16 @@ class GRPOTrainer:
                 model = PeftModel.from_pretrained(base, str(self.resumed_from), is_trainable=True)
             else:
                 model, tok = load_policy(cfg.model, seed=cfg.seed, threads=cfg.threads, source=str(self.resumed_from))
-        elif self._model is not None:
-            model, tok = self._model, self._tok
-            tok.padding_side = "left"
-            model = apply_lora(model, cfg.lora)
         else:
-            model, tok = load_policy(cfg.model, seed=cfg.seed, threads=cfg.threads, source=self.init_from)
-            model = apply_lora(model, cfg.lora)
+            try:  # the model cannot take the config's freeze / LoRA choice: say so as a training error
+                if self._model is not None:
+                    model, tok = self._model, self._tok
+                    tok.padding_side = "left"
+                else:
+                    model, tok = load_policy(cfg.model, seed=cfg.seed, threads=cfg.threads, source=self.init_from)
+                model = apply_lora(model, cfg.lora)
+            except ValueError as exc:
+                raise TrainingError(str(exc)) from exc
         if tok.pad_token_id is None:
             tok.pad_token = tok.eos_token
         model.train()

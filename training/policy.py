@@ -89,12 +89,29 @@ def freeze(model: Any, section: ModelSection) -> Any:
     return model
 
 
+def lora_config(lora: LoraSection) -> Any:
+    """The peft LoraConfig of a config's LoRA section (GRPO wraps the model with it; SFT hands it to TRL)."""
+    from peft import LoraConfig
+
+    return LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                      target_modules=lora.target_modules, layers_to_transform=lora.layers, task_type="CAUSAL_LM")
+
+
 def apply_lora(model: Any, lora: LoraSection) -> Any:
     """Wrap the model in a peft LoRA adapter (only adapter weights train and are checkpointed)."""
     if not lora.enabled:
         return model
-    from peft import LoraConfig, get_peft_model
+    from peft import get_peft_model
 
-    cfg = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                     target_modules=lora.target_modules, task_type="CAUSAL_LM")
-    return get_peft_model(model, cfg)
+    check_lora_layers(model, lora)
+    return get_peft_model(model, lora_config(lora))
+
+
+def check_lora_layers(model: Any, lora: LoraSection) -> None:
+    """Refuse `lora.layers` outside the model (peft would silently add no adapter there)."""
+    if not lora.layers:
+        return
+    n = len(getattr(getattr(model, "model", None), "layers", None) or [])
+    bad = [i for i in lora.layers if not 0 <= i < n]
+    if bad:
+        raise ValueError(f"lora.layers {bad}: the model has {n} decoder layers (0..{n - 1})")

@@ -125,10 +125,10 @@ def run_sft(
         raise SFTError(f"{sec.data_path}: no demonstration keeps an assistant token within max_length={sec.max_length}")
     peft_config = None
     if sec.lora.enabled:
-        from peft import LoraConfig
+        from training.policy import check_lora_layers, lora_config
 
-        peft_config = LoraConfig(r=sec.lora.r, lora_alpha=sec.lora.alpha, lora_dropout=sec.lora.dropout,
-                                 target_modules=sec.lora.target_modules, task_type="CAUSAL_LM")
+        check_lora_layers(model, sec.lora)
+        peft_config = lora_config(sec.lora)
     work = out_dir.parent / f".work-{out_dir.name}"
     bf16 = cfg.model.precision == "bf16-autocast"
     packed = shared_prefix_applies(sec, cfg)

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from studio.commands.errors import print_error
+from studio.commands.errors import fail, print_error
 
 console = Console()
 
@@ -101,8 +101,7 @@ def train(
         except TrainingError as exc:
             if book:
                 book.finish("failed", {})
-            console.print(f"[red]training stopped:[/red] {exc}", highlight=False)
-            raise typer.Exit(1) from exc
+            fail(console, exc, 1, label="training stopped")
         except KeyboardInterrupt:
             if book:
                 book.finish("interrupted", {})
