@@ -281,6 +281,10 @@ def test_lora_on_chosen_layers_trains_only_those_adapters(tmp_path):
     weights = load_file(step / "adapter_model.safetensors")
     assert weights and all(".layers.1." in k for k in weights), sorted(weights)
     assert any(k.endswith("lora_B.weight") and v.abs().max() > 0 for k, v in weights.items())
+    # step 2 samples through the merged step-1 adapters (training.lora_sampling); its recorded log-probs must be
+    # the ones the unmerged training forward computes
+    recs = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert recs[1]["logprob_gen_gap"] < 1e-3, recs[1]["logprob_gen_gap"]
 
 
 def test_lora_layers_outside_the_model_are_refused(tmp_path):

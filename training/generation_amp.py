@@ -48,14 +48,16 @@ def generation_autocast(model: Any, enabled: bool = True) -> Iterator[None]:
 
 @contextmanager
 def generating(model: Any, autocast_bf16: bool) -> Iterator[None]:
-    """What every sampling loop runs under: the model in eval mode (its training mode restored on exit), the
-    allocator settings for generation (`training.memory.roomy_allocator`) and, when asked, `generation_autocast`."""
+    """What every sampling loop runs under: the model in eval mode (its training mode restored on exit), LoRA
+    adapters merged (`training.lora_sampling.merged_adapters`), the allocator settings for generation
+    (`training.memory.roomy_allocator`) and, when asked, `generation_autocast`."""
+    from training.lora_sampling import merged_adapters
     from training.memory import roomy_allocator
 
     was_training = model.training
     model.eval()
     try:
-        with roomy_allocator(), generation_autocast(model, autocast_bf16):
+        with merged_adapters(model), roomy_allocator(), generation_autocast(model, autocast_bf16):
             yield
     finally:
         model.train(was_training)
