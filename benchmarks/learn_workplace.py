@@ -406,9 +406,53 @@ def part_strict(a: argparse.Namespace, out: dict, data: Path, test: list, thread
     _plot(out)
 
 
+def part_noise(a: argparse.Namespace, out: dict, data: Path, test: list, threads: int) -> None:
+    """How far does the greedy evaluation move when the SFT model is nudged in a random direction by about what
+    one Adam step moves it? Each trained weight (the layers above --freeze-layers) gets +-sigma with a random sign,
+    the shape of an Adam update at learning rate sigma that carries no information, and the same 48 test tasks
+    are evaluated. The spread of those scores is the resolution of this evaluation for a GRPO stage."""
+    import torch
+
+    from training.model import load_model
+
+    sft_dir = a.work / "sft"
+    if not (sft_dir / "sft_info.json").exists():
+        raise SystemExit(f"{sft_dir}: no SFT model; run --part main first")
+    cfg = _config(a, data, threads, "noise", "env:binary", 1)
+    noise = {"sigma": a.noise_sigma, "trained_layers_from": a.freeze_layers, "sft_passed": None, "passed": {},
+             "command": a.command}
+    out["sft_noise_floor"] = noise
+    box: dict = {}
+    noise["eval"] = box
+    st = Stage(out, test, cfg, a.eval_batch)
+    n = len(test)
+    for seed in range(1, a.noise_seeds + 1):
+        model, tok = load_model(str(sft_dir), threads=threads)
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for i, layer in enumerate(model.model.layers):
+                if i < a.freeze_layers:
+                    continue
+                for p in layer.parameters():
+                    sign = torch.randint(0, 2, p.shape, generator=g, dtype=torch.int8).to(p.dtype) * 2 - 1
+                    p.add_(sign, alpha=a.noise_sigma)
+        st.evaluate(f"noise_seed{seed}", model, tok, into=box)
+        noise["passed"][str(seed)] = round(box["pass_at_1"][f"noise_seed{seed}"] * n)
+        del model
+        _write(out)
+    noise["sft_passed"] = round(out["pass_at_1"]["sft"] * n)
+    diffs = [v - noise["sft_passed"] for v in noise["passed"].values()]
+    noise["change_vs_sft"] = diffs
+    noise["max_abs_change"] = max(abs(d) for d in diffs)
+    _write(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--part", choices=["all", "main", "strict"], default="all")
+    ap.add_argument("--part", choices=["all", "main", "strict", "noise"], default="all",
+                    help="noise: the SFT model nudged by +-sigma per weight (--noise-sigma), evaluated per seed")
+    ap.add_argument("--noise-sigma", type=float, default=1e-6)
+    ap.add_argument("--noise-seeds", type=int, default=3)
     ap.add_argument("--work", type=Path, default=ROOT / "runs" / "learn_workplace")
     ap.add_argument("--tasks", type=int, default=600, help="tasks generated (train/validation/test split by template)")
     ap.add_argument("--tools", choices=["relevant", "all"], default="relevant",
@@ -463,7 +507,7 @@ def main() -> None:
     test = sorted(test[: a.eval_tasks], key=lambda t: (t.metadata["category"], t.id))  # batches share prompt prefixes
     cmd = "RLVR_THREADS=%d .venv/bin/python benchmarks/learn_workplace.py %s" % (threads, " ".join(sys.argv[1:]))
     a.command = cmd
-    if (a.part == "strict" or a.reuse_sft) and RESULT.exists():
+    if (a.part in ("strict", "noise") or a.reuse_sft) and RESULT.exists():
         out = json.loads(RESULT.read_text())
         if a.part == "strict":  # this part's stages run again
             out["command_strict"] = cmd
@@ -497,6 +541,8 @@ def main() -> None:
         part_main(a, out, data, test, threads)
     if a.part in ("all", "strict"):
         part_strict(a, out, data, test, threads)
+    if a.part == "noise":
+        part_noise(a, out, data, test, threads)
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     _write(out)
     print(json.dumps({k: out.get(k) for k in ("pass_at_1", "gain_points", "grpo_over_sft_points", "wall_s")}, indent=1))
