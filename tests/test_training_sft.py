@@ -179,3 +179,28 @@ def test_sft_with_frozen_lower_layers_trains_only_the_upper_ones(tmp_path):
             assert torch.equal(before[k], after[k]), f"{k} is frozen but changed"
         elif k.endswith("proj.weight"):
             assert not torch.equal(before[k], after[k]), f"{k} should have trained"
+
+
+def test_sft_with_lora_on_chosen_layers_changes_only_those_layers(tmp_path):
+    """sft.lora with layers: TRL trains adapters on layer 1 only; the saved (merged) model differs from the start in
+    layer 1's adapted projections and nowhere else."""
+    from safetensors.torch import load_file
+
+    from training.config_io import parse_train_config
+    from training.sft import run_sft
+
+    demos = tmp_path / "demos.jsonl"
+    demos.write_text("".join(json.dumps({"messages": d}) + "\n" for d in DEMOS * 2))
+    cfg = parse_train_config({
+        "name": "sft-lora", "output_dir": str(tmp_path / "run"), "threads": 1,
+        "model": {"init": "random", "tokenizer": "default"},
+        "data": {"path": str(demos)}, "reward": {"function": "env", "allow_unaudited": True},
+        "sft": {"data_path": str(demos), "max_steps": 3, "lr": 3e-2, "batch_size": 3,
+                "lora": {"enabled": True, "r": 4, "target_modules": ["q_proj", "v_proj"], "layers": [1]}},
+    })
+    model, tok = _tiny()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    out = run_sft(cfg, model=model, tokenizer=tok, out_dir=tmp_path / "sft")
+    after = load_file(out / "model.safetensors")
+    changed = sorted(k for k in after if not torch.equal(before[k], after[k]))
+    assert changed == ["model.layers.1.self_attn.q_proj.weight", "model.layers.1.self_attn.v_proj.weight"], changed
