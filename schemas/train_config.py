@@ -118,6 +118,9 @@ class LossSection(_Strict):
     # training.losses.weight_negative_advantages for when a greedy pass@1 target wants less than 1
     negative_advantage_weight: float = Field(1.0, ge=0.0, le=1.0)
     normalizer: int | None = Field(None, ge=1)  # seq-mean-token-sum-norm's constant; default max_new_tokens
+    # train on the top fraction of each micro-batch's completion tokens by policy entropy only (the "forking" tokens,
+    # Wang et al. 2025 use 0.2); None trains on every token. See training.losses.high_entropy_token_mask
+    top_entropy_fraction: float | None = Field(None, gt=0.0, le=1.0)
 
     def resolved(self) -> dict[str, Any]:
         """Every field with the preset's defaults filled in (what the trainer actually uses)."""

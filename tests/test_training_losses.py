@@ -15,6 +15,7 @@ from training.losses import (
     PolicyLossInputs,
     PolicyLossParams,
     group_advantages,
+    high_entropy_token_mask,
     k3_kl,
     policy_loss,
     token_logprobs,
@@ -239,6 +240,36 @@ def test_negative_advantage_weight_damps_only_the_push_away():
     assert weight_negative_advantages(adv, 1.0) is adv
     with pytest.raises(ValueError, match=r"in \[0, 1\], got 1.5"):
         weight_negative_advantages(adv, 1.5)
+
+
+def test_high_entropy_mask_keeps_the_forking_tokens_of_the_completion():
+    ent = torch.tensor([[0.01, 2.0, 0.02, 0.5, 9.0], [1.5, 0.03, 0.0, 0.04, 0.05]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0, 1.0]])  # 9.0 sits on padding
+    sel = high_entropy_token_mask(ent, mask, 1 / 3)  # 3 of the 9 completion tokens
+    assert sel.tolist() == [[0, 1, 0, 1, 0], [1, 0, 0, 0, 0]]
+    assert high_entropy_token_mask(ent, mask, 1.0) is mask
+    with pytest.raises(ValueError, match=r"in \(0, 1\], got 0"):
+        high_entropy_token_mask(ent, mask, 0.0)
+
+
+def test_token_selection_zeroes_the_gradient_elsewhere_and_keeps_it_on_the_selected_tokens():
+    """Selected tokens get exactly the full loss's gradient (same denominators); the others get none."""
+    g = torch.Generator().manual_seed(7)
+    old = -torch.rand(4, 6, generator=g, dtype=torch.float64)
+    adv = torch.tensor([1.0, -1.0, 0.5, -0.5], dtype=torch.float64)
+    mask = (torch.rand(4, 6, generator=g) > 0.2).double()
+    sel = mask * (torch.rand(4, 6, generator=g) > 0.6).double()
+    for agg in AGGREGATIONS:
+        scope = AggregationScope(num_sequences=4, num_tokens=float(mask.sum()), normalizer=6)
+        lp_all = (old + 0.05).requires_grad_(True)
+        lp_sel = (old + 0.05).requires_grad_(True)
+        policy_loss(PolicyLossInputs(lp_all, old, adv, mask), PolicyLossParams(), aggregation=agg, scope=scope)[0].backward()
+        loss, stats = policy_loss(PolicyLossInputs(lp_sel, old, adv, mask, token_selection=sel), PolicyLossParams(),
+                                  aggregation=agg, scope=scope)
+        loss.backward()
+        assert torch.equal(lp_sel.grad, lp_all.grad * sel), agg
+        assert (lp_all.grad * (mask - sel)).abs().sum() > 0  # the unselected tokens did carry gradient before
+        assert abs(float(stats["selected_token_frac"]) - float(sel.sum() / mask.sum())) < 1e-12
 
 
 def test_k3_kl_is_nonnegative_and_zero_at_equality():

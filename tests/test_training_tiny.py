@@ -199,6 +199,16 @@ def test_negative_advantage_weight_zero_trains_only_on_the_better_samples(tmp_pa
     assert kept and all(r["adv_mean"] > 0.1 for r in kept), [(r["groups_kept"], r.get("adv_mean")) for r in recs]
 
 
+def test_top_entropy_fraction_reaches_the_update(tmp_path):
+    """loss.top_entropy_fraction from the YAML: every update trains on about that share of the completion tokens."""
+    cfg = _tiny_yaml(tmp_path, steps=2, loss__top_entropy_fraction=0.2)
+    result = runner.invoke(app, ["train", str(cfg)])
+    assert result.exit_code == 0, result.output
+    recs = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    kept = [r for r in recs if r["groups_kept"] > 0]
+    assert kept and all(0.15 <= r["selected_token_frac"] <= 0.3 for r in kept), [r.get("selected_token_frac") for r in recs]
+
+
 def test_frozen_layers_keep_their_weights_while_the_rest_trains(tmp_path):
     """model.freeze_embeddings + freeze_layers: GRPO updates only the upper layers; the embeddings (the tied head)
     and the first layer are bit-identical to the initial model in the final checkpoint."""

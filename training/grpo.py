@@ -46,6 +46,7 @@ from training.losses import (
     PolicyLossInputs,
     PolicyLossParams,
     group_advantages,
+    high_entropy_token_mask,
     policy_loss,
     token_logprobs,
     weight_negative_advantages,
@@ -514,7 +515,10 @@ class GRPOTrainer:
                     self._shared_now = shared
                     if lc["beta"] > 0:
                         ref_lp = self._ref_logprobs(sub)
-                    inputs = PolicyLossInputs(lp, old[ci], adv[s:e], sub.loss_mask, ref_lp)
+                    select = None
+                    if lc.get("top_entropy_fraction") is not None:
+                        select = high_entropy_token_mask(ent, sub.loss_mask, lc["top_entropy_fraction"])
+                    inputs = PolicyLossInputs(lp, old[ci], adv[s:e], sub.loss_mask, ref_lp, token_selection=select)
                     loss, st = policy_loss(inputs, params, aggregation=lc["aggregation"], scope=scope)
                     (loss * self.dist.world).backward()
                 if it == 0:
