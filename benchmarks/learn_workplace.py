@@ -425,8 +425,7 @@ def part_noise(a: argparse.Namespace, out: dict, data: Path, test: list, threads
     cfg = _config(a, data, threads, "noise", "env:binary", 1)
     noise = {"sigma": a.noise_sigma, "trained_layers_from": a.freeze_layers, "sft_passed": None, "passed": {},
              "command": a.command}
-    runs = out.get("sft_noise_floor") or []
-    out["sft_noise_floor"] = [r for r in (runs if isinstance(runs, list) else [runs]) if r["sigma"] != a.noise_sigma]
+    out["sft_noise_floor"] = [r for r in out.get("sft_noise_floor", []) if r["sigma"] != a.noise_sigma]
     out["sft_noise_floor"].append(noise)  # one entry per sigma
     box: dict = {}
     noise["eval"] = box

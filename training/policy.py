@@ -64,6 +64,11 @@ def load_policy(section: ModelSection, *, seed: int = 0, threads: int | None = N
     return model, tok
 
 
+def decoder_layers(model: Any) -> Any:
+    """The decoder layer list of a Llama-style causal LM (`model.model.layers`), or None."""
+    return getattr(getattr(model, "model", None), "layers", None)
+
+
 def freeze(model: Any, section: ModelSection) -> Any:
     """Stop training the token embeddings and/or the first `section.freeze_layers` decoder layers.
 
@@ -74,7 +79,7 @@ def freeze(model: Any, section: ModelSection) -> Any:
     if not (section.freeze_embeddings or n):
         return model
     inner = getattr(model, "model", None)
-    layers = getattr(inner, "layers", None)
+    layers = decoder_layers(model)
     if layers is None or not hasattr(inner, "embed_tokens"):
         raise ValueError(f"model.freeze_layers / freeze_embeddings: {type(model).__name__} has no `model.layers` and "
                          "`model.embed_tokens` (a decoder-only transformer is expected)")
@@ -111,7 +116,7 @@ def check_lora_layers(model: Any, lora: LoraSection) -> None:
     """Refuse `lora.layers` outside the model (peft would silently add no adapter there)."""
     if not lora.layers:
         return
-    n = len(getattr(getattr(model, "model", None), "layers", None) or [])
+    n = len(decoder_layers(model) or [])
     bad = [i for i in lora.layers if not 0 <= i < n]
     if bad:
         raise ValueError(f"lora.layers {bad}: the model has {n} decoder layers (0..{n - 1})")
