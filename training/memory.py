@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from training.policy import decoder_layers
+
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 GLIBC_TRIM_DEFAULT = 128 << 10
@@ -99,21 +101,10 @@ def release_during_backward(model: Any, every: int = 3) -> int:
     only extra page faults are those of blocks reused before the step ends."""
     get = getattr(model, "get_input_embeddings", None)
     mods = [get()] if callable(get) and get() is not None else []
-    mods += _decoder_layers(model)[every::every]
+    mods += (decoder_layers(model) or [])[every::every]
     for m in mods:
         m.register_forward_hook(_trim_when_backward_reaches_output)
     return len(mods)
-
-
-def _decoder_layers(model: Any) -> list[Any]:
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    for path in ("model.layers", "transformer.h", "layers"):
-        node = inner
-        for part in path.split("."):
-            node = getattr(node, part, None)
-        if isinstance(node, torch.nn.ModuleList):
-            return list(node)
-    return []
 
 
 def _trim_when_backward_reaches_output(_module: Any, _inputs: Any, output: Any) -> None:

@@ -64,9 +64,21 @@ def load_policy(section: ModelSection, *, seed: int = 0, threads: int | None = N
     return model, tok
 
 
-def decoder_layers(model: Any) -> Any:
-    """The decoder layer list of a Llama-style causal LM (`model.model.layers`), or None."""
-    return getattr(getattr(model, "model", None), "layers", None)
+def decoder_layers(model: Any) -> list[Any] | None:
+    """The decoder layers of a causal LM, or None when it has no layer list. The one lookup shared by freezing,
+    the LoRA layer check and the memory trim hooks (`training.memory`), so they always agree on what a layer is:
+    a peft wrapper is looked through, and Llama-style (`model.layers`), GPT-2-style (`transformer.h`) and bare
+    (`layers`) stacks are found."""
+    from torch.nn import ModuleList
+
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    for path in ("model.layers", "transformer.h", "layers"):
+        node = inner
+        for part in path.split("."):
+            node = getattr(node, part, None)
+        if isinstance(node, ModuleList):
+            return list(node)
+    return None
 
 
 def freeze(model: Any, section: ModelSection) -> Any:
