@@ -135,9 +135,20 @@ def _grpo_setup(a: argparse.Namespace) -> str:
     how = (f"LoRA r {lora['r']} alpha {lora['alpha']} on every linear module of layers {a.freeze_layers}-"
            f"{DECODER_LAYERS - 1}, " if lora else "")
     forks = f", trained on the top {a.grpo_top_entropy:g} of tokens by entropy" if a.grpo_top_entropy else ""
+    zvp = _grpo_zero_variance(a)
+    zvp_text = (f", zero-variance groups trained (RL-ZVP, alpha {zvp['alpha']:g}, negative alpha "
+                f"{zvp['negative_alpha']:g})" if zvp else "")
     return (f"{a.grpo_batch} episodes per step (4 per prompt), {how}lr {a.grpo_lr}, AdamW bf16 moments, "
             f"loss {a.grpo_loss}, negative advantages x{a.grpo_negative_weight}, sampling temperature "
-            f"{a.grpo_temperature}{forks}")
+            f"{a.grpo_temperature}{forks}{zvp_text}")
+
+
+def _grpo_zero_variance(a: argparse.Namespace) -> dict | None:
+    """The RL-ZVP coefficients of the GRPO stage (loss.zero_variance_alpha / _negative_alpha), or None when off."""
+    if a.grpo_zvp_alpha is None:
+        return None
+    neg = a.grpo_zvp_alpha if a.grpo_zvp_negative_alpha is None else a.grpo_zvp_negative_alpha
+    return {"alpha": a.grpo_zvp_alpha, "negative_alpha": neg}
 
 
 def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: str, steps: int,
@@ -159,7 +170,8 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
                     "max_new_tokens": a.max_new_tokens, "max_total_tokens": 3072,
                     "temperature": a.grpo_temperature},
         "loss": {"type": a.grpo_loss, "negative_advantage_weight": a.grpo_negative_weight,
-                 "top_entropy_fraction": a.grpo_top_entropy},
+                 "top_entropy_fraction": a.grpo_top_entropy, "zero_variance_alpha": a.grpo_zvp_alpha,
+                 "zero_variance_negative_alpha": a.grpo_zvp_negative_alpha},
         "dynamic_sampling": {"enabled": True, "max_rounds": a.ds_rounds},
         "optim": {"lr": a.grpo_lr, "optimizer": "adamw-bf16", "micro_batch_size": 4},
         "sft": {"data_path": str(data / "demonstrations.jsonl"), "max_steps": a.sft_steps, "epochs": a.sft_epochs,
@@ -252,6 +264,7 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
                 "train_reward": out["setup"].get("train_reward"),
                 "temperature": out["setup"].get("grpo_temperature", 1.0), "grpo_lr": out["setup"].get("grpo_lr"),
                 "grpo_lora": out["setup"].get("grpo_lora"), "grpo_top_entropy": out["setup"].get("grpo_top_entropy"),
+                "grpo_zero_variance": out["setup"].get("grpo_zero_variance"),
                 "sft_pass_at_1": out["pass_at_1"]["sft"],
                 "steps": out.get("grpo_steps_run"), "pass_at_1": out["pass_at_1"]["sft_grpo"],
                 "pass_at_1_seen_templates": seen.get("sft_grpo"), "pass_at_1_held_out_templates": held.get("sft_grpo"),
@@ -264,6 +277,7 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
         out["setup"]["grpo_lr"] = a.grpo_lr
         out["setup"]["grpo_lora"] = _grpo_lora(a)
         out["setup"]["grpo_top_entropy"] = a.grpo_top_entropy
+        out["setup"]["grpo_zero_variance"] = _grpo_zero_variance(a)
         out["command_grpo"] = a.command
         out["stages_completed"] = [s for s in out["stages_completed"] if s not in ("grpo", "eval_sft_grpo")]
     else:
@@ -485,6 +499,10 @@ def main() -> None:
     ap.add_argument("--grpo-lora-alpha", type=int, default=32)
     ap.add_argument("--grpo-top-entropy", type=float, default=None, help="loss.top_entropy_fraction: train on the "
                     "highest-entropy (forking) tokens only, e.g. 0.2")
+    ap.add_argument("--grpo-zvp-alpha", type=float, default=None, help="loss.zero_variance_alpha (RL-ZVP): train on "
+                    "the zero-variance groups too, all-pass ones with +alpha x token entropy")
+    ap.add_argument("--grpo-zvp-negative-alpha", type=float, default=None, help="loss.zero_variance_negative_alpha: "
+                    "the all-fail groups' coefficient (default alpha; 0 trains the all-pass groups only)")
     ap.add_argument("--ds-rounds", type=int, default=2, help="dynamic-sampling rounds per step at most")
     ap.add_argument("--freeze-layers", type=int, default=0, help="first decoder layers kept fixed (SFT and GRPO)")
     ap.add_argument("--freeze-embeddings", action="store_true", help="keep the token embeddings (tied head) fixed")
@@ -529,7 +547,7 @@ def main() -> None:
                       "train_reward": TRAIN_REWARDS[a.grpo_reward],
                       "negative_advantage_weight": a.grpo_negative_weight, "grpo_temperature": a.grpo_temperature,
                       "grpo_lr": a.grpo_lr, "grpo_lora": _grpo_lora(a), "grpo_top_entropy": a.grpo_top_entropy,
-                      "loss": a.grpo_loss, "dynamic_sampling": True,
+                      "grpo_zero_variance": _grpo_zero_variance(a), "loss": a.grpo_loss, "dynamic_sampling": True,
                       "frozen": f"embeddings {'fixed' if a.freeze_embeddings else 'trained'}, first {a.freeze_layers} "
                                 "decoder layers fixed (SFT and GRPO)",
                       "sft": f"full fine-tune, shared-prefix batches of "

@@ -121,6 +121,19 @@ class LossSection(_Strict):
     # train on the top fraction of each micro-batch's completion tokens by policy entropy only (the "forking" tokens,
     # Wang et al. 2025 use 0.2); None trains on every token. See training.losses.high_entropy_token_mask
     top_entropy_fraction: float | None = Field(None, gt=0.0, le=1.0)
+    # RL-ZVP: zero-variance groups are trained on instead of dropped, all-pass ones with +alpha * entropy per token,
+    # all-fail ones with -negative_alpha * (max entropy - entropy); None keeps GRPO's zero advantage (and DAPO drops
+    # them). negative_alpha defaults to alpha; 0 trains on the all-pass groups only.
+    # See training.losses.zero_variance_advantages
+    zero_variance_alpha: float | None = Field(None, ge=0.0)
+    zero_variance_negative_alpha: float | None = Field(None, ge=0.0)
+
+    def zero_variance_kinds(self) -> tuple[bool, bool]:
+        """(train all-pass groups, train all-fail groups) under the RL-ZVP settings."""
+        if self.zero_variance_alpha is None:
+            return False, False
+        neg = self.zero_variance_alpha if self.zero_variance_negative_alpha is None else self.zero_variance_negative_alpha
+        return self.zero_variance_alpha > 0, neg > 0
 
     def resolved(self) -> dict[str, Any]:
         """Every field with the preset's defaults filled in (what the trainer actually uses)."""
@@ -248,6 +261,12 @@ class TrainConfig(_Strict):
                 f"overlong.buffer_tokens {self.overlong.buffer_tokens} must be below rollout.max_new_tokens "
                 f"{self.rollout.max_new_tokens} (the soft penalty ramps over the last buffer_tokens tokens)"
             )
+        if self.loss.zero_variance_negative_alpha is not None and self.loss.zero_variance_alpha is None:
+            problems.append("loss.zero_variance_negative_alpha needs loss.zero_variance_alpha (0 trains the all-fail "
+                            "groups only)")
+        elif self.loss.zero_variance_alpha is not None and not any(self.loss.zero_variance_kinds()):
+            problems.append("loss.zero_variance_alpha 0 with zero_variance_negative_alpha 0 trains no zero-variance "
+                            "group; unset loss.zero_variance_alpha instead")
         if self.rollout.max_turns > 1 and not self.rollout.environment:
             problems.append("rollout.max_turns > 1 needs rollout.environment (e.g. workplace) to answer tool calls")
         if self.rollout.environment and self.rollout.backend == "vllm":

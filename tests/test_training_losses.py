@@ -20,6 +20,8 @@ from training.losses import (
     policy_loss,
     token_logprobs,
     weight_negative_advantages,
+    zero_variance_advantages,
+    zero_variance_outcomes,
 )
 
 B, P, T = 6, 5, 9
@@ -270,6 +272,32 @@ def test_token_selection_zeroes_the_gradient_elsewhere_and_keeps_it_on_the_selec
         assert torch.equal(lp_sel.grad, lp_all.grad * sel), agg
         assert (lp_all.grad * (mask - sel)).abs().sum() > 0  # the unselected tokens did carry gradient before
         assert abs(float(stats["selected_token_frac"]) - float(sel.sum() / mask.sum())) < 1e-12
+
+
+def test_zero_variance_outcomes_mark_only_the_all_pass_and_all_fail_groups():
+    scores = [1, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0.3, 0.3, 0.3, 0.3]
+    ok = [True] * 4 + [False] * 4 + [True, False, False, False] + [False] * 4
+    assert zero_variance_outcomes(scores, ok, 4).tolist() == [1] * 4 + [-1] * 4 + [0] * 4 + [-1] * 4
+    # equal scores but a mixed verdict: neither side of RL-ZVP applies
+    assert zero_variance_outcomes([0.5, 0.5], [True, False], 2).tolist() == [0, 0]
+    with pytest.raises(ValueError, match="multiples of group_size=4"):
+        zero_variance_outcomes([1.0] * 6, [True] * 6, 4)
+
+
+def test_zero_variance_advantages_follow_the_entropy_of_each_token():
+    """All-pass rows: +alpha * H per token; all-fail rows: -alpha_neg * (row max H - H), 0 at the row's most
+    uncertain token; rows of groups with a spread and padding (whose entropy is largest here) get 0."""
+    ent = torch.tensor([[0.5, 2.0, 0.0, 9.0], [0.5, 2.0, 0.0, 9.0], [0.5, 2.0, 0.0, 9.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]] * 3)
+    out = zero_variance_advantages(ent, mask, torch.tensor([1.0, -1.0, 0.0]), 0.1, negative_alpha=0.2)
+    expected = torch.tensor([[0.05, 0.2, 0.0, 0.0], [-0.3, 0.0, -0.4, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    assert torch.allclose(out, expected), out
+    same = zero_variance_advantages(ent, mask, torch.tensor([-1.0, -1.0, -1.0]), 0.1)  # negative side defaults to alpha
+    assert torch.allclose(same[0], torch.tensor([-0.15, 0.0, -0.2, 0.0]))
+    off = zero_variance_advantages(ent, mask, torch.tensor([1.0, -1.0, 0.0]), 0.1, negative_alpha=0.0)
+    assert bool((off[1:] == 0).all()) and bool((off[0] > 0).any())
+    with pytest.raises(ValueError, match=">= 0"):
+        zero_variance_advantages(ent, mask, torch.tensor([1.0, -1.0, 0.0]), -0.1)
 
 
 def test_k3_kl_is_nonnegative_and_zero_at_equality():

@@ -277,6 +277,71 @@ def test_one_update_raises_the_better_completions_and_lowers_the_worse(tmp_path,
     assert bool((delta[scores == 1] > 0).all()) and bool((delta[scores == 0] < 0).all()), delta.tolist()
 
 
+def _always_pass_reward(tmp_path: Path) -> str:
+    """A reward file, as a user writes one, that passes every completion: every group is zero-variance."""
+    f = tmp_path / "always.py"
+    f.write_text("from schemas.rewards import RewardResult\n\n"
+                 "def always(completion, **_):\n"
+                 "    return RewardResult(score=1.0, passed=True, reason='always')\n")
+    return f"{f}:always"
+
+
+@pytest.mark.parametrize("loss,verdict", [("grpo", True), ("dapo", True), ("grpo", False)])
+def test_zero_variance_groups_learn_under_rl_zvp(tmp_path, loss, verdict):
+    """loss.zero_variance_alpha (RL-ZVP): an all-pass group, which GRPO's advantages leave untouched and DAPO's
+    dynamic sampling drops, is kept and after one optimizer step made more likely; an all-fail group is made less
+    likely. Through the trainer's own rollout phase (the groups kept and logged), packing and update."""
+    import torch
+
+    from training.config_io import load_train_config
+    from training.grpo import GRPOTrainer
+    from training.samples import pack
+
+    cfg = load_train_config(_tiny_yaml(tmp_path, loss__type=loss, overlong__mode="none", optim__lr=1e-3,
+                                       reward__function=_always_pass_reward(tmp_path), loss__zero_variance_alpha=0.5))
+    trainer = GRPOTrainer(cfg)
+    trainer._setup()
+    samples, stats = trainer._rollout_phase()
+    assert len(samples) == cfg.batch_size and stats["zero_variance_groups_trained"] == cfg.prompts_per_step
+    assert stats["ds_rounds"] == 1  # nothing was dropped, so nothing was sampled again
+    if not verdict:  # the same completions, all failed
+        for s in samples:
+            s.passed, s.score = False, 0.0
+    batch = pack(samples, trainer.tok.pad_token_id)
+
+    def mean_logprob() -> torch.Tensor:
+        with torch.no_grad():
+            lp, _ = trainer._forward_logprobs(trainer.model, batch, False)
+        return (lp * batch.loss_mask).sum(1) / batch.loss_mask.sum(1)
+
+    before = mean_logprob()
+    out = trainer._update(batch, torch.zeros(len(samples)), trainer._zero_variance_outcome(samples))
+    delta = mean_logprob() - before
+    assert bool((delta > 0).all() if verdict else (delta < 0).all()), delta.tolist()
+    assert (out["zero_variance_adv_mean"] > 0) == verdict
+
+
+def test_without_rl_zvp_dynamic_sampling_drops_zero_variance_groups(tmp_path):
+    from training.config_io import load_train_config
+    from training.grpo import GRPOTrainer
+
+    cfg = load_train_config(_tiny_yaml(tmp_path, loss__type="dapo", reward__function=_always_pass_reward(tmp_path),
+                                       dynamic_sampling__max_rounds=2))
+    trainer = GRPOTrainer(cfg)
+    trainer._setup()
+    samples, stats = trainer._rollout_phase()
+    assert samples == [] and stats["ds_rounds"] == 2 and "zero_variance_groups_trained" not in stats
+
+
+def test_rl_zvp_settings_that_train_nothing_are_refused(tmp_path):
+    from training.config_io import load_train_config
+
+    with pytest.raises(Exception, match="trains no zero-variance group"):
+        load_train_config(_tiny_yaml(tmp_path, loss__zero_variance_alpha=0.0, loss__zero_variance_negative_alpha=0.0))
+    with pytest.raises(Exception, match="needs loss.zero_variance_alpha"):
+        load_train_config(_tiny_yaml(tmp_path, loss__zero_variance_negative_alpha=0.1))
+
+
 def test_lora_on_chosen_layers_trains_only_those_adapters(tmp_path):
     """lora.layers puts adapters on those decoder layers only (peft's layers_to_transform): the GRPO checkpoint holds
     adapter weights for layer 1 alone, and the update moved them (B starts at zero)."""

@@ -50,6 +50,8 @@ from training.losses import (
     policy_loss,
     token_logprobs,
     weight_negative_advantages,
+    zero_variance_advantages,
+    zero_variance_outcomes,
 )
 from training.memory import lean_allocator, release_during_backward, release_free_memory
 from training.metrics import MetricsLog, plot_metrics
@@ -317,6 +319,8 @@ class GRPOTrainer:
         kept: list[list[Sample]] = []
         sampled = zero_var = errors = err_groups = 0
         first_zero_frac = None
+        train_pass, train_fail = cfg.loss.zero_variance_kinds()  # RL-ZVP: such groups carry signal, keep them
+        zv_trained = 0
         all_samples: list[Sample] = []
         rounds_run = 0
         for rnd in range(rounds_max):
@@ -349,7 +353,10 @@ class GRPOTrainer:
                 if max(scores) - min(scores) < 1e-9:
                     zero_var += 1
                     zv_round += 1
-                    if ds.enabled:
+                    all_pass = all(m.passed for m in members)
+                    trained = (train_pass and all_pass) or (train_fail and not any(m.passed for m in members))
+                    zv_trained += trained
+                    if ds.enabled and not trained:
                         continue
                 kept.append(members)
             if first_zero_frac is None:
@@ -366,6 +373,8 @@ class GRPOTrainer:
             "zero_variance_frac": float(first_zero_frac or 0.0), "zero_variance_groups": float(zero_var),
             "reward_errors": float(errors), "error_groups": float(err_groups),
         }
+        if train_pass or train_fail:
+            stats["zero_variance_groups_trained"] = float(zv_trained)
         stats.update(_reward_stats(all_samples))
         return [s for grp in kept for s in grp], stats
 
@@ -396,9 +405,10 @@ class GRPOTrainer:
             rewards = torch.tensor([s.score for s in samples], dtype=torch.float32)
             adv, _ = group_advantages(rewards, g, scale=lc["scale_rewards"], leave_one_out=lc["leave_one_out"])
             adv = weight_negative_advantages(adv, lc["negative_advantage_weight"])
+            outcome = self._zero_variance_outcome(samples)
             zero_rows = {i for i, s in enumerate(samples) if s.truncated} if cfg.overlong.mode == "filter" else set()
             packed = pack(samples, self.tok.pad_token_id, zero_rows)
-            loss_stats = self._update(packed, adv)
+            loss_stats = self._update(packed, adv, outcome)
             record.update(adv_mean=float(adv.mean()), adv_std=float(adv.std()) if adv.numel() > 1 else 0.0,
                           adv_abs_max=float(adv.abs().max()))
         else:
@@ -476,8 +486,19 @@ class GRPOTrainer:
         # cache stays empty here (it would otherwise hold a bf16 copy of every weight until the forward ends)
         return torch.autocast(device_type=self.device_type, dtype=torch.bfloat16)
 
-    def _update(self, packed: Any, adv: torch.Tensor | None) -> dict[str, float]:
-        """num_iterations optimizer steps on one batch; micro-batches accumulate into exactly the batch gradient."""
+    def _zero_variance_outcome(self, samples: list[Sample]) -> torch.Tensor | None:
+        """Per sample +1 / -1 for the all-pass / all-fail groups RL-ZVP trains on (0 elsewhere); None when off."""
+        train_pass, train_fail = self.cfg.loss.zero_variance_kinds()
+        if not (train_pass or train_fail):
+            return None
+        out = zero_variance_outcomes([s.score for s in samples], [s.passed for s in samples],
+                                     self.cfg.rollout.num_generations)
+        return out * ((out > 0) & train_pass | (out < 0) & train_fail)
+
+    def _update(self, packed: Any, adv: torch.Tensor | None, outcome: torch.Tensor | None = None) -> dict[str, float]:
+        """num_iterations optimizer steps on one batch; micro-batches accumulate into exactly the batch gradient.
+        `outcome` (per sample, see `_zero_variance_outcome`) adds RL-ZVP's token advantages, formed from the
+        entropies of the first iteration's forward."""
         cfg = self.cfg
         lc = self.loss_cfg
         for group in self.optimizer.param_groups:
@@ -496,6 +517,7 @@ class GRPOTrainer:
         shared = (self.share_prompts and packed is not None and mb % g == 0
                   and shared_groups([row[m.bool()].tolist() for row, m in zip(packed.prompt_ids, packed.prompt_mask)], g))
         old: dict[int, torch.Tensor] = {}
+        chunk_adv: dict[int, torch.Tensor] = {}
         agg: dict[str, float] = {}
         grad_norm = 0.0
         for it in range(cfg.optim.num_iterations):
@@ -511,6 +533,8 @@ class GRPOTrainer:
                     lp, ent = self._forward_logprobs(self.ddp_model, sub, shared)
                     if it == 0:
                         old[ci] = lp.detach()
+                        chunk_adv[ci] = self._chunk_advantages(adv[s:e], None if outcome is None else outcome[s:e],
+                                                               ent, sub.loss_mask)
                     ref_lp = None
                     self._shared_now = shared
                     if lc["beta"] > 0:
@@ -518,7 +542,7 @@ class GRPOTrainer:
                     select = None
                     if lc.get("top_entropy_fraction") is not None:
                         select = high_entropy_token_mask(ent, sub.loss_mask, lc["top_entropy_fraction"])
-                    inputs = PolicyLossInputs(lp, old[ci], adv[s:e], sub.loss_mask, ref_lp, token_selection=select)
+                    inputs = PolicyLossInputs(lp, old[ci], chunk_adv[ci], sub.loss_mask, ref_lp, token_selection=select)
                     loss, st = policy_loss(inputs, params, aggregation=lc["aggregation"], scope=scope)
                     (loss * self.dist.world).backward()
                 if it == 0:
@@ -528,6 +552,9 @@ class GRPOTrainer:
                     _acc(agg, "logprob_gen_gap", float(((lp.detach() - sub.gen_logprobs).abs() * m).sum()), w)
                     for k, v in st.items():
                         _acc(agg, k, float(v) * w, w)
+                    if outcome is not None:
+                        zv = (outcome[s:e] != 0).to(m.dtype).unsqueeze(-1) * m
+                        _acc(agg, "zero_variance_adv_mean", float((chunk_adv[ci] * zv).sum()), float(zv.sum()))
                     _acc(agg, "loss", float(loss.detach()), 1.0, add_weight=False)
                 del ent
             if cfg.optim.max_grad_norm is not None:
@@ -538,6 +565,17 @@ class GRPOTrainer:
         out = {k: v[0] / v[1] if v[1] else v[0] for k, v in agg.items()}
         out["grad_norm"] = grad_norm
         return out
+
+    def _chunk_advantages(self, adv: torch.Tensor, outcome: torch.Tensor | None, entropy: torch.Tensor,
+                          mask: torch.Tensor) -> torch.Tensor:
+        """A micro-batch's advantages: the group advantages (B,), or (B, T) with RL-ZVP's token advantages added on
+        the rows of zero-variance groups (whose group advantage is 0)."""
+        if outcome is None or not bool((outcome != 0).any()):
+            return adv
+        lc = self.loss_cfg
+        zv = zero_variance_advantages(entropy, mask, outcome, lc["zero_variance_alpha"],
+                                      lc.get("zero_variance_negative_alpha"))
+        return adv.unsqueeze(-1).to(zv.dtype) + zv
 
     @torch.no_grad()
     def _ref_logprobs(self, pb: Any) -> torch.Tensor:

@@ -99,6 +99,46 @@ def high_entropy_token_mask(entropy: Tensor, mask: Tensor, fraction: float) -> T
     return mask * (entropy.detach() >= threshold).to(mask.dtype)
 
 
+def zero_variance_outcomes(scores: list[float], passed: list[bool], group_size: int) -> Tensor:
+    """Per completion (N,): +1 in a group whose completions all passed with one score, -1 in one where all failed
+    with one score, 0 elsewhere (groups with a spread, whose group advantages carry the signal)."""
+    if len(scores) != len(passed) or len(scores) % group_size:
+        raise ValueError(f"scores and passed must be equal-length multiples of group_size={group_size}")
+    out = torch.zeros(len(scores))
+    for start in range(0, len(scores), group_size):
+        sc, ok = scores[start:start + group_size], passed[start:start + group_size]
+        if max(sc) - min(sc) < 1e-9 and (all(ok) or not any(ok)):
+            out[start:start + group_size] = 1.0 if all(ok) else -1.0
+    return out
+
+
+def zero_variance_advantages(entropy: Tensor, mask: Tensor, outcome: Tensor, alpha: float,
+                             negative_alpha: float | None = None) -> Tensor:
+    """Token advantages (B, T) for the completions of zero-variance groups, after RL-ZVP (Le et al. 2025, "No
+    Prompt Left Behind: Exploiting Zero-Variance Prompts in LLM Reinforcement Learning via Entropy-Guided
+    Advantage Shaping"): a group whose completions all passed gets +alpha * H_t on each token, one whose
+    completions all failed gets -negative_alpha * (max_k H_k - H_t), with H the policy's (detached) entropy at the
+    token and the max over the completion's own tokens; rows with outcome 0 get 0.
+
+    Why: group-relative advantages are exactly 0 when every completion scored the same, so GRPO learns nothing
+    from those prompts and DAPO spends rollouts replacing them. Yet an all-pass group is evidence of what the
+    policy already does right: with only a few informative groups per step (a CPU budget), their update moves the
+    shared parts of the policy -- e.g. which tool an episode calls first -- for every prompt, and nothing holds up
+    the behaviour of the prompts the policy already solves. Reinforcing the all-pass completions, most at the
+    uncertain (forking) tokens, anchors it. For all-fail groups the push is strongest on the confident tokens of a
+    wrong answer and zero at its most uncertain one. `negative_alpha` defaults to `alpha`; 0 turns that side off."""
+    if alpha < 0 or (negative_alpha is not None and negative_alpha < 0):
+        raise ValueError("zero-variance advantage coefficients must be >= 0")
+    neg = alpha if negative_alpha is None else negative_alpha
+    m = mask.to(entropy.dtype)
+    h = entropy.detach() * m
+    h_max = h.max(dim=-1, keepdim=True).values
+    o = outcome.to(entropy.dtype).unsqueeze(-1)
+    pos = (o > 0).to(h.dtype) * alpha * h
+    negs = (o < 0).to(h.dtype) * -neg * (h_max - h)
+    return (pos + negs) * m
+
+
 # ------------------------------------------------------------------------------------------- importance ratios
 def log_importance_ratio(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor, level: str = "token") -> Tensor:
     """log(pi/pi_old) per token (B, T), or GSPO's length-normalised sequence ratio (B, 1): the masked mean of the
