@@ -295,10 +295,12 @@ def test_zero_variance_groups_learn_under_rl_zvp(tmp_path, loss, verdict):
 
     from training.config_io import load_train_config
     from training.grpo import GRPOTrainer
+    from training.losses import group_advantages
     from training.samples import pack
 
     cfg = load_train_config(_tiny_yaml(tmp_path, loss__type=loss, overlong__mode="none", optim__lr=1e-3,
-                                       reward__function=_always_pass_reward(tmp_path), loss__zero_variance_alpha=0.5))
+                                       reward__function=_always_pass_reward(tmp_path), loss__zero_variance_alpha=0.5,
+                                       optim__micro_batch_size=4))
     trainer = GRPOTrainer(cfg)
     trainer._setup()
     samples, stats = trainer._rollout_phase()
@@ -307,6 +309,8 @@ def test_zero_variance_groups_learn_under_rl_zvp(tmp_path, loss, verdict):
     if not verdict:  # the same completions, all failed
         for s in samples:
             s.passed, s.score = False, 0.0
+    # and one group of the batch with a spread: its micro-batch has group advantages only, the other RL-ZVP's
+    samples[0].passed, samples[0].score = (False, 0.0) if verdict else (True, 1.0)
     batch = pack(samples, trainer.tok.pad_token_id)
 
     def mean_logprob() -> torch.Tensor:
@@ -314,9 +318,12 @@ def test_zero_variance_groups_learn_under_rl_zvp(tmp_path, loss, verdict):
             lp, _ = trainer._forward_logprobs(trainer.model, batch, False)
         return (lp * batch.loss_mask).sum(1) / batch.loss_mask.sum(1)
 
+    outcome = trainer._zero_variance_outcome(samples)
+    assert outcome[:4].tolist() == [0, 0, 0, 0] and bool((outcome[4:] == (1 if verdict else -1)).all())
+    adv, _ = group_advantages(torch.tensor([s.score for s in samples]), 4)
     before = mean_logprob()
-    out = trainer._update(batch, torch.zeros(len(samples)), trainer._zero_variance_outcome(samples))
-    delta = mean_logprob() - before
+    out = trainer._update(batch, adv, outcome)
+    delta = mean_logprob()[4:] - before[4:]
     assert bool((delta > 0).all() if verdict else (delta < 0).all()), delta.tolist()
     assert (out["zero_variance_adv_mean"] > 0) == verdict
 

@@ -552,9 +552,10 @@ class GRPOTrainer:
                     _acc(agg, "logprob_gen_gap", float(((lp.detach() - sub.gen_logprobs).abs() * m).sum()), w)
                     for k, v in st.items():
                         _acc(agg, k, float(v) * w, w)
-                    if outcome is not None:
+                    if outcome is not None:  # a micro-batch without zero-variance rows keeps (B,) advantages
                         zv = (outcome[s:e] != 0).to(m.dtype).unsqueeze(-1) * m
-                        _acc(agg, "zero_variance_adv_mean", float((chunk_adv[ci] * zv).sum()), float(zv.sum()))
+                        a = chunk_adv[ci] if chunk_adv[ci].dim() == 2 else chunk_adv[ci].unsqueeze(-1)
+                        _acc(agg, "zero_variance_adv_mean", float((a * zv).sum()), float(zv.sum()))
                     _acc(agg, "loss", float(loss.detach()), 1.0, add_weight=False)
                 del ent
             if cfg.optim.max_grad_norm is not None:
