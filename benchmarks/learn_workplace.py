@@ -138,9 +138,20 @@ def _grpo_setup(a: argparse.Namespace) -> str:
     zvp = _grpo_zero_variance(a)
     zvp_text = (f", zero-variance groups trained (RL-ZVP, alpha {zvp['alpha']:g}, negative alpha "
                 f"{zvp['negative_alpha']:g})" if zvp else "")
-    return (f"{a.grpo_batch} episodes per step (4 per prompt), {how}lr {a.grpo_lr}, AdamW bf16 moments, "
+    optimizer = ("AdamW bf16 moments" if a.grpo_optimizer == "adamw-bf16"
+                 else f"SGD (momentum {a.grpo_momentum:g})")
+    return (f"{a.grpo_batch} episodes per step (4 per prompt), {how}lr {a.grpo_lr}, {optimizer}, "
             f"loss {a.grpo_loss}, negative advantages x{a.grpo_negative_weight}, sampling temperature "
             f"{a.grpo_temperature}{forks}{zvp_text}")
+
+
+def _grpo_record(a: argparse.Namespace) -> dict:
+    """The GRPO stage's settings as `setup` records them (replaced when a stage re-runs from a kept SFT model)."""
+    return {"grpo": _grpo_setup(a), "loss": a.grpo_loss, "train_reward": TRAIN_REWARDS[a.grpo_reward],
+            "negative_advantage_weight": a.grpo_negative_weight, "grpo_temperature": a.grpo_temperature,
+            "grpo_lr": a.grpo_lr, "grpo_lora": _grpo_lora(a), "grpo_top_entropy": a.grpo_top_entropy,
+            "grpo_zero_variance": _grpo_zero_variance(a), "grpo_optimizer": a.grpo_optimizer,
+            "grpo_momentum": a.grpo_momentum}
 
 
 def _grpo_zero_variance(a: argparse.Namespace) -> dict | None:
@@ -173,7 +184,8 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
                  "top_entropy_fraction": a.grpo_top_entropy, "zero_variance_alpha": a.grpo_zvp_alpha,
                  "zero_variance_negative_alpha": a.grpo_zvp_negative_alpha},
         "dynamic_sampling": {"enabled": True, "max_rounds": a.ds_rounds},
-        "optim": {"lr": a.grpo_lr, "optimizer": "adamw-bf16", "micro_batch_size": 4},
+        "optim": {"lr": a.grpo_lr, "optimizer": a.grpo_optimizer, "momentum": a.grpo_momentum,
+                  "micro_batch_size": 4},
         "sft": {"data_path": str(data / "demonstrations.jsonl"), "max_steps": a.sft_steps, "epochs": a.sft_epochs,
                 "lr": a.sft_lr, "batch_size": a.sft_batch, "gradient_accumulation_steps": a.sft_accum,
                 "max_length": 3072, "shared_prefix": True,
@@ -265,19 +277,13 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
                 "temperature": out["setup"].get("grpo_temperature", 1.0), "grpo_lr": out["setup"].get("grpo_lr"),
                 "grpo_lora": out["setup"].get("grpo_lora"), "grpo_top_entropy": out["setup"].get("grpo_top_entropy"),
                 "grpo_zero_variance": out["setup"].get("grpo_zero_variance"),
+                "grpo_optimizer": out["setup"].get("grpo_optimizer", "adamw-bf16"),
+                "grpo_momentum": out["setup"].get("grpo_momentum", 0.0),
                 "sft_pass_at_1": out["pass_at_1"]["sft"],
                 "steps": out.get("grpo_steps_run"), "pass_at_1": out["pass_at_1"]["sft_grpo"],
                 "pass_at_1_seen_templates": seen.get("sft_grpo"), "pass_at_1_held_out_templates": held.get("sft_grpo"),
                 "grpo_metrics": out.get("grpo_metrics")})
-        out["setup"]["grpo"] = _grpo_setup(a)
-        out["setup"]["loss"] = a.grpo_loss
-        out["setup"]["train_reward"] = TRAIN_REWARDS[a.grpo_reward]
-        out["setup"]["negative_advantage_weight"] = a.grpo_negative_weight
-        out["setup"]["grpo_temperature"] = a.grpo_temperature
-        out["setup"]["grpo_lr"] = a.grpo_lr
-        out["setup"]["grpo_lora"] = _grpo_lora(a)
-        out["setup"]["grpo_top_entropy"] = a.grpo_top_entropy
-        out["setup"]["grpo_zero_variance"] = _grpo_zero_variance(a)
+        out["setup"].update(_grpo_record(a))
         out["command_grpo"] = a.command
         out["stages_completed"] = [s for s in out["stages_completed"] if s not in ("grpo", "eval_sft_grpo")]
     else:
@@ -503,6 +509,10 @@ def main() -> None:
                     "the zero-variance groups too, all-pass ones with +alpha x token entropy")
     ap.add_argument("--grpo-zvp-negative-alpha", type=float, default=None, help="loss.zero_variance_negative_alpha: "
                     "the all-fail groups' coefficient (default alpha; 0 trains the all-pass groups only)")
+    ap.add_argument("--grpo-optimizer", choices=["adamw-bf16", "sgd"], default="adamw-bf16",
+                    help="optim.optimizer of the GRPO stage: Adam's first steps move every trained weight by lr "
+                         "(sign descent), SGD's in proportion to its gradient (lr on SGD's scale)")
+    ap.add_argument("--grpo-momentum", type=float, default=0.0, help="optim.momentum (sgd only)")
     ap.add_argument("--ds-rounds", type=int, default=2, help="dynamic-sampling rounds per step at most")
     ap.add_argument("--freeze-layers", type=int, default=0, help="first decoder layers kept fixed (SFT and GRPO)")
     ap.add_argument("--freeze-embeddings", action="store_true", help="keep the token embeddings (tied head) fixed")
@@ -544,16 +554,13 @@ def main() -> None:
             "setup": {"model": "SmolLM2-135M-Instruct (embedded)", "tools_in_prompt": a.tools,
                       "eval": "greedy, one episode per task, the verifier's binary verdict",
                       "eval_sample": "fixed random sample (seed 0) of the test split",
-                      "train_reward": TRAIN_REWARDS[a.grpo_reward],
-                      "negative_advantage_weight": a.grpo_negative_weight, "grpo_temperature": a.grpo_temperature,
-                      "grpo_lr": a.grpo_lr, "grpo_lora": _grpo_lora(a), "grpo_top_entropy": a.grpo_top_entropy,
-                      "grpo_zero_variance": _grpo_zero_variance(a), "loss": a.grpo_loss, "dynamic_sampling": True,
+                      "dynamic_sampling": True,
                       "frozen": f"embeddings {'fixed' if a.freeze_embeddings else 'trained'}, first {a.freeze_layers} "
                                 "decoder layers fixed (SFT and GRPO)",
                       "sft": f"full fine-tune, shared-prefix batches of "
                       f"{a.sft_batch} x {a.sft_accum} accumulation, lr {a.sft_lr} cosine, {a.sft_epochs} epochs "
                       f"(or {a.sft_steps} steps), at most {a.sft_minutes} min",
-                      "grpo": _grpo_setup(a),
+                      **_grpo_record(a),
                       "max_turns": a.max_turns, "max_new_tokens": a.max_new_tokens, "precision": a.precision,
                       "torch_threads": threads, "cpu_count": os.cpu_count()},
             "eval_tasks": len(test), "eval_categories": {}, "pass_at_1": {}, "eval": {}, "wall_s": {},

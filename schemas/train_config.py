@@ -172,8 +172,18 @@ class OptimSection(_Strict):
     betas: tuple[float, float] = (0.9, 0.99)
     num_iterations: int = Field(1, ge=1)  # inner policy updates per batch (PPO's mu); >1 makes the ratio move
     micro_batch_size: int | None = Field(None, ge=1)  # completions per forward; None = the whole batch
-    # "adamw-bf16": AdamW with bf16 moments (stochastic rounding), half the optimizer memory (training/optim.py)
-    optimizer: Literal["adamw", "adamw-bf16"] = "adamw"
+    # "adamw-bf16": AdamW with bf16 moments (stochastic rounding), half the optimizer memory (training/optim.py).
+    # "sgd": steps proportional to the gradient. Adam's first steps are sign descent (m/sqrt(v) = g/|g| at step 1):
+    # every trained weight moves by lr whatever its share of the gradient, so a run of a few updates perturbs all
+    # of them alike; SGD moves the weights that carry the gradient. Its lr is on another scale (update = lr * g).
+    optimizer: Literal["adamw", "adamw-bf16", "sgd"] = "adamw"
+    momentum: float = Field(0.0, ge=0.0, lt=1.0)  # SGD's heavy-ball momentum; AdamW uses betas
+
+    @model_validator(mode="after")
+    def _momentum_is_sgds(self) -> "OptimSection":
+        if self.momentum and self.optimizer != "sgd":
+            raise ValueError(f"optim.momentum applies to optimizer 'sgd' only (got {self.optimizer!r}: set betas)")
+        return self
 
 
 class SFTSection(_Strict):

@@ -29,3 +29,30 @@ def test_lean_adamw_tracks_fp32_adamw():
     moved = (a - w0).norm()
     assert float((a - b).norm() / moved) < 0.02
     assert lean.state[b]["exp_avg"].dtype == torch.bfloat16 and b.grad is None  # state halved, grad freed
+
+
+def test_adams_first_step_moves_every_weight_by_lr_where_sgd_follows_the_gradient():
+    """Why `optim.optimizer: sgd` exists: a GRPO run of a few updates under Adam is sign descent, so a weight whose
+    gradient is a thousandth of another's moves as far; SGD moves the weights that carry the gradient."""
+    g = torch.tensor([1e-2, 1e-5, -1e-5, 0.0])
+    moved = {}
+    for name, lr in (("adamw", 1e-3), ("sgd", 1e-1)):
+        w = torch.nn.Parameter(torch.zeros(4))
+        opt = make_optimizer(name, [w], lr=lr, betas=(0.9, 0.99), weight_decay=0.0)
+        w.grad = g.clone()
+        opt.step()
+        moved[name] = -w.detach()
+    assert torch.allclose(moved["adamw"][:3].abs(), torch.full((3,), 1e-3), rtol=1e-3)  # each by lr, sign of g
+    assert torch.allclose(moved["sgd"], 1e-1 * g)
+    assert float(moved["sgd"][1].abs() / moved["sgd"][0].abs()) < 2e-3
+
+
+def test_momentum_belongs_to_sgd():
+    import pytest
+    from pydantic import ValidationError
+
+    from schemas.train_config import OptimSection
+
+    assert OptimSection(optimizer="sgd", momentum=0.9).momentum == 0.9
+    with pytest.raises(ValidationError, match="momentum applies to optimizer 'sgd' only"):
+        OptimSection(optimizer="adamw", momentum=0.9)

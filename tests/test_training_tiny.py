@@ -243,8 +243,10 @@ def test_freezing_every_layer_is_refused_with_the_layer_count():
         freeze(model, ModelSection(freeze_layers=2))
 
 
-@pytest.mark.parametrize("loss", ["grpo", "dapo", "dr_grpo", "gspo"])
-def test_one_update_raises_the_better_completions_and_lowers_the_worse(tmp_path, loss):
+@pytest.mark.parametrize("loss,optimizer,lr", [("grpo", "adamw", 1e-3), ("dapo", "adamw", 1e-3),
+                                               ("dr_grpo", "adamw", 1e-3), ("gspo", "adamw", 1e-3),
+                                               ("grpo", "sgd", 0.5)])
+def test_one_update_raises_the_better_completions_and_lowers_the_worse(tmp_path, loss, optimizer, lr):
     """The direction of learning, end to end through the trainer's own sampling, packing and update: in each group
     of 4 completions one is scored 1 and three 0; after one optimizer step every rewarded completion is more likely
     under the policy and every other one less likely. A sign slip anywhere between the scores and the gradient (the
@@ -258,7 +260,8 @@ def test_one_update_raises_the_better_completions_and_lowers_the_worse(tmp_path,
     from training.rollout import SamplingParams
     from training.samples import pack
 
-    cfg = load_train_config(_tiny_yaml(tmp_path, loss__type=loss, overlong__mode="none", optim__lr=1e-3))
+    cfg = load_train_config(_tiny_yaml(tmp_path, loss__type=loss, overlong__mode="none", optim__lr=lr,
+                                       optim__optimizer=optimizer))
     trainer = GRPOTrainer(cfg)
     trainer._setup()
     samples = trainer.collect(trainer._draw(2), 4, SamplingParams(max_new_tokens=16, temperature=1.0, seed=1))

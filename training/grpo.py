@@ -226,7 +226,8 @@ class GRPOTrainer:
         from training.optim import make_optimizer
 
         self.optimizer = make_optimizer(cfg.optim.optimizer, params, lr=cfg.optim.lr, betas=cfg.optim.betas,
-                                        weight_decay=cfg.optim.weight_decay, seed=cfg.seed)
+                                        weight_decay=cfg.optim.weight_decay, momentum=cfg.optim.momentum,
+                                        seed=cfg.seed)
         if self.resumed_from is not None:
             opt_state = load_optimizer_state(self.resumed_from)
             if opt_state is not None:

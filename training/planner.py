@@ -295,11 +295,18 @@ def update_factor(cfg: TrainConfig, s: ModelShape) -> float:
     return 1.0 + (1.0 if cfg.lora.enabled else 2.0) * trained_depth(s)
 
 
+def _optimizer_bytes_per_param(cfg: TrainConfig, param_bytes: int) -> int:
+    """AdamW's two moments (bf16 in adamw-bf16), SGD's momentum buffer if it has one."""
+    if cfg.optim.optimizer == "sgd":
+        return param_bytes if cfg.optim.momentum else 0
+    return 2 * (2 if cfg.optim.optimizer == "adamw-bf16" else param_bytes)
+
+
 def memory(cfg: TrainConfig, s: ModelShape, w: Workload) -> Memory:
     bp = _bytes_per_param(cfg.model.dtype)
     weights = s.params * bp
     grads = s.trainable_params * bp
-    optim = 2 * s.trainable_params * bp  # AdamW: exp_avg and exp_avg_sq in the parameter dtype
+    optim = s.trainable_params * _optimizer_bytes_per_param(cfg, bp)
     mb = cfg.optim.micro_batch_size or w.completions_per_step
     tokens = mb * w.sequence_tokens
     if cfg.model.gradient_checkpointing:
