@@ -464,7 +464,9 @@ def time_on_this_machine(cfg: TrainConfig, s: ModelShape, w: Workload, probe: Pr
 
 def _checkpoint_s(cfg: TrainConfig, s: ModelShape) -> float:
     saves = math.ceil(cfg.steps / cfg.checkpoint.every)
-    bytes_ = s.params * _bytes_per_param(cfg.model.dtype) + (2 * s.trainable_params * 4 if cfg.checkpoint.save_optimizer else 0)
+    bp = _bytes_per_param(cfg.model.dtype)
+    state = s.trainable_params * _optimizer_bytes_per_param(cfg, bp) if cfg.checkpoint.save_optimizer else 0
+    bytes_ = s.params * bp + state
     return saves * bytes_ / DISK_BYTES_PER_S
 
 
