@@ -104,3 +104,12 @@ def test_environment_plan_without_its_dataset_uses_the_tool_prompt():
     assert w.turns == cfg.rollout.max_turns and w.env_steps_per_step == cfg.batch_size * (cfg.rollout.max_turns - 1)
     assert any("system prompt" in m for m in rep.warnings)
     assert rep.reductions[0].saves_s >= rep.reductions[-1].saves_s
+
+
+@pytest.mark.parametrize("optim,per_param", [({"optimizer": "adamw"}, 8), ({"optimizer": "adamw-bf16"}, 4),
+                                             ({"optimizer": "sgd"}, 0), ({"optimizer": "sgd", "momentum": 0.9}, 4)])
+def test_optimizer_memory_is_the_state_the_chosen_optimizer_keeps(optim, per_param):
+    """fp32 weights: AdamW keeps two fp32 moments, adamw-bf16 two bf16 ones, SGD nothing or one momentum buffer."""
+    cfg = load_train_config(TINY, check_files=False, overrides={"optim": optim})
+    rep = plan(cfg, probe=False, gpus=["H100"])
+    assert rep.estimate.memory.optimizer == per_param * model_shape(cfg).trainable_params
