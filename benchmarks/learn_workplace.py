@@ -140,9 +140,11 @@ def _grpo_setup(a: argparse.Namespace) -> str:
                 f"{zvp['negative_alpha']:g})" if zvp else "")
     optimizer = ("AdamW bf16 moments" if a.grpo_optimizer == "adamw-bf16"
                  else f"SGD (momentum {a.grpo_momentum:g})")
-    return (f"{a.grpo_batch} episodes per step (4 per prompt), {how}lr {a.grpo_lr}, {optimizer}, "
+    guided = (", each group's last member the task's demonstration replayed and verified (guidance.demonstrations)"
+              if a.grpo_guidance else "")
+    return (f"{a.grpo_batch} episodes per step ({a.grpo_group} per prompt), {how}lr {a.grpo_lr}, {optimizer}, "
             f"loss {a.grpo_loss}, negative advantages x{a.grpo_negative_weight}, sampling temperature "
-            f"{a.grpo_temperature}{forks}{zvp_text}")
+            f"{a.grpo_temperature}{forks}{zvp_text}{guided}")
 
 
 def _grpo_record(a: argparse.Namespace) -> dict:
@@ -151,7 +153,7 @@ def _grpo_record(a: argparse.Namespace) -> dict:
             "negative_advantage_weight": a.grpo_negative_weight, "grpo_temperature": a.grpo_temperature,
             "grpo_lr": a.grpo_lr, "grpo_lora": _grpo_lora(a), "grpo_top_entropy": a.grpo_top_entropy,
             "grpo_zero_variance": _grpo_zero_variance(a), "grpo_optimizer": a.grpo_optimizer,
-            "grpo_momentum": a.grpo_momentum}
+            "grpo_momentum": a.grpo_momentum, "grpo_guidance": a.grpo_guidance, "grpo_group": a.grpo_group}
 
 
 def _grpo_zero_variance(a: argparse.Namespace) -> dict | None:
@@ -177,9 +179,10 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
         "lora": lora or {"enabled": False},
         "data": {"path": str(data), "split": "train"},
         "reward": {"function": reward, "allow_unaudited": True},
-        "rollout": {"environment": "workplace", "num_generations": 4, "max_turns": a.max_turns,
+        "rollout": {"environment": "workplace", "num_generations": a.grpo_group, "max_turns": a.max_turns,
                     "max_new_tokens": a.max_new_tokens, "max_total_tokens": 3072,
                     "temperature": a.grpo_temperature},
+        "guidance": {"demonstrations": str(data / "demonstrations.jsonl") if grpo_stage and a.grpo_guidance else None},
         "loss": {"type": a.grpo_loss, "negative_advantage_weight": a.grpo_negative_weight,
                  "top_entropy_fraction": a.grpo_top_entropy, "zero_variance_alpha": a.grpo_zvp_alpha,
                  "zero_variance_negative_alpha": a.grpo_zvp_negative_alpha},
@@ -249,8 +252,8 @@ def grpo(cfg: Any, init_from: str, deadline: float, eval_s: float) -> tuple[Any,
     if cfg.lora.enabled:  # evaluate the merged weights: the same function, no adapter arithmetic per token
         trainer.model = trainer.model.merge_and_unload()
     keep = ("step", "reward_mean", "pass_rate", "groups_kept", "groups_sampled", "zero_variance_frac", "ds_rounds",
-            "step_time_s", "completion_len_mean", "tokens_per_s")
-    return trainer, [{k: m.get(k) for k in keep} for m in metrics]
+            "step_time_s", "completion_len_mean", "tokens_per_s", "demo_pass_rate")
+    return trainer, [{k: m.get(k) for k in keep if k in m} for m in metrics]
 
 
 def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads: int) -> None:
@@ -279,6 +282,8 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
                 "grpo_zero_variance": out["setup"].get("grpo_zero_variance"),
                 "grpo_optimizer": out["setup"].get("grpo_optimizer", "adamw-bf16"),
                 "grpo_momentum": out["setup"].get("grpo_momentum", 0.0),
+                "grpo_guidance": out["setup"].get("grpo_guidance", False),
+                "grpo_group": out["setup"].get("grpo_group", 4),
                 "sft_pass_at_1": out["pass_at_1"]["sft"],
                 "steps": out.get("grpo_steps_run"), "pass_at_1": out["pass_at_1"]["sft_grpo"],
                 "pass_at_1_seen_templates": seen.get("sft_grpo"), "pass_at_1_held_out_templates": held.get("sft_grpo"),
@@ -491,7 +496,8 @@ def main() -> None:
     ap.add_argument("--sft-lr", type=float, default=1e-4)
     ap.add_argument("--sft-minutes", type=float, default=22.0, help="SFT wall-time cap")
     ap.add_argument("--grpo-steps", type=int, default=40, help="at most; the time budget decides")
-    ap.add_argument("--grpo-batch", type=int, default=8, help="episodes per step (4 per prompt)")
+    ap.add_argument("--grpo-batch", type=int, default=8, help="episodes per step (--grpo-group per prompt)")
+    ap.add_argument("--grpo-group", type=int, default=4, help="rollout.num_generations: episodes per prompt")
     ap.add_argument("--grpo-lr", type=float, default=1e-5)
     ap.add_argument("--grpo-loss", default="dapo", help="loss preset (training.losses): dapo (token-mean), grpo "
                     "(each episode weighs the same whatever its length), dr_grpo, gspo")
@@ -513,6 +519,8 @@ def main() -> None:
                     help="optim.optimizer of the GRPO stage: Adam's first steps move every trained weight by lr "
                          "(sign descent), SGD's in proportion to its gradient (lr on SGD's scale)")
     ap.add_argument("--grpo-momentum", type=float, default=0.0, help="optim.momentum (sgd only)")
+    ap.add_argument("--grpo-guidance", action="store_true", help="guidance.demonstrations: one member of each "
+                    "group is the task's demonstration (demonstrations.jsonl) replayed through the environment")
     ap.add_argument("--ds-rounds", type=int, default=2, help="dynamic-sampling rounds per step at most")
     ap.add_argument("--freeze-layers", type=int, default=0, help="first decoder layers kept fixed (SFT and GRPO)")
     ap.add_argument("--freeze-embeddings", action="store_true", help="keep the token embeddings (tied head) fixed")

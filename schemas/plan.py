@@ -28,6 +28,7 @@ class Workload(BaseModel):
     model_config = ConfigDict(extra="forbid")
     prompts_per_step: int
     completions_per_step: int
+    sampled_per_step: int | None = None  # completions the policy generates (guidance replays one per group); None: all
     generation_rounds: int
     prompt_tokens: int
     shared_prefix_tokens: int = 0  # the environment's system prompt: run once per batch, not once per episode

@@ -102,6 +102,17 @@ class RolloutSection(_Strict):
     system_prompt: str | None = None
 
 
+class GuidanceSection(_Strict):
+    """Demonstration-guided groups (off-policy guidance, as in LUFFY, Yan et al. 2025): one member of every group
+    is the task's demonstration replayed through the environment, scored by the same verifier as the sampled
+    members; the rest are sampled. Why: a group whose samples all fail carries no GRPO signal, and a small model's
+    own passes are few and alike; the replayed demonstration puts a verified pass into every group, so the update
+    pulls toward the demonstrated call sequence of *that* task, prompt by prompt, rather than toward whatever the
+    few lucky samples had in common. Only tasks that have a demonstration are drawn."""
+
+    demonstrations: str | None = None  # JSONL of {"task_id", "messages"} (what `rlvr env tasks` writes); None: off
+
+
 class LossSection(_Strict):
     """Unset fields take the preset of `type` (LOSS_PRESETS); set ones override it, and the whole is checked."""
 
@@ -229,6 +240,7 @@ class TrainConfig(_Strict):
     reward: RewardSection
     rollout: RolloutSection = Field(default_factory=RolloutSection)
     loss: LossSection = Field(default_factory=LossSection)
+    guidance: GuidanceSection = Field(default_factory=GuidanceSection)
     dynamic_sampling: DynamicSamplingSection = Field(default_factory=DynamicSamplingSection)
     overlong: OverlongSection = Field(default_factory=OverlongSection)
     optim: OptimSection = Field(default_factory=OptimSection)
@@ -281,6 +293,9 @@ class TrainConfig(_Strict):
             problems.append("rollout.max_turns > 1 needs rollout.environment (e.g. workplace) to answer tool calls")
         if self.rollout.environment and self.rollout.backend == "vllm":
             problems.append("multi-turn environments run on rollout.backend: transformers for now; unset vllm")
+        if self.guidance.demonstrations and not self.rollout.environment:
+            problems.append("guidance.demonstrations replays each demonstration through the environment that scores "
+                            "it: set rollout.environment (e.g. workplace), or unset guidance.demonstrations")
         if self.model.init == "random" and not (self.model.tokenizer or self.model.name):
             problems.append("model.init: random needs model.tokenizer (the vocabulary to build the model for)")
         if self.model.dtype == "float16" and self.model.init == "random":

@@ -190,3 +190,139 @@ def test_sft_trains_on_exactly_the_prompts_rollouts_show(workplace):
             assert row["assistant_masks"][len(shown)] == 1  # the next token is the demonstrated reply
             loop.step(msg["content"])
         assert loop.done
+
+
+def _guided_tasks(workplace, n):
+    """`n` train tasks that have a demonstration, and the demonstrations file's replies for them."""
+    from generators.task_io import read_tasks
+    from training.guidance import demonstration_replies
+
+    demos = demonstration_replies(workplace / "demonstrations.jsonl")
+    tasks = [t for t in read_tasks(workplace / "train.parquet") if t.id in demos][:n]
+    assert len(tasks) == n
+    return tasks, demos
+
+
+def test_guidance_replays_each_tasks_demonstration_as_the_last_group_member(workplace):
+    """guidance.demonstrations: each group is its sampled episodes plus the task's demonstration, replayed through a
+    fresh environment and scored by the same verifier. The replayed stream is token for token the chat template's
+    rendering of the demonstration, its replies are trained on and the environment's answers are masked, so a
+    failing policy's group still holds a verified pass to learn from."""
+    from training.config_io import parse_train_config
+    from training.model import load_tokenizer
+    from training.multiturn import EnvironmentCollector
+
+    tok = load_tokenizer("default")
+    tok.padding_side = "left"
+    cfg = parse_train_config({
+        "data": {"path": str(workplace)}, "reward": {"function": "env:binary", "allow_unaudited": True},
+        "rollout": {"environment": "workplace", "max_turns": 6, "max_new_tokens": 64, "max_total_tokens": 4096},
+        "guidance": {"demonstrations": str(workplace / "demonstrations.jsonl")},
+    })
+    tasks, demos = _guided_tasks(workplace, 2)
+    samples = EnvironmentCollector(cfg, ScriptedLM(tok, [CALL, FINAL]), tok, None, demonstrations=demos)(
+        tasks, 3, SamplingParams(max_new_tokens=64, temperature=0.0))
+    assert [s.group for s in samples] == [0, 0, 0, 1, 1, 1]
+    assert [bool(s.extras["demonstration"]) for s in samples] == [False, False, True] * 2
+    for s in samples:
+        assert len(s.completion_ids) == len(s.loss_mask) == len(s.logprobs)
+        if not s.extras["demonstration"]:
+            assert s.result.passed is False and s.result.score == 0.0
+            continue
+        assert s.result.passed is True and s.result.score == 1.0, s.result.reason
+        record = next(json.loads(line) for line in (workplace / "demonstrations.jsonl").read_text().splitlines()
+                      if json.loads(line)["task_id"] == s.task_id)
+        rendered = tok.apply_chat_template(record["messages"], tokenize=False)
+        assert tok.decode(s.prompt_ids + s.completion_ids) == rendered.rstrip("\n")
+        trained = tok.decode([t for t, m in zip(s.completion_ids, s.loss_mask) if m])
+        assert trained == "".join(r + "<|im_end|>" for r in demos[s.task_id])
+        masked = tok.decode([t for t, m in zip(s.completion_ids, s.loss_mask) if not m])
+        assert "<|im_start|>tool" in masked
+
+
+def test_a_demonstration_the_world_rejects_is_scored_as_a_fail(workplace):
+    """A replayed demonstration is scored, never assumed to pass: one that does not do the task (here it searches
+    and stops) fails the verifier like a sample would, and so gets no positive advantage."""
+    from training.config_io import parse_train_config
+    from training.model import load_tokenizer
+    from training.multiturn import EnvironmentCollector
+
+    tok = load_tokenizer("default")
+    tok.padding_side = "left"
+    cfg = parse_train_config({
+        "data": {"path": str(workplace)}, "reward": {"function": "env:binary", "allow_unaudited": True},
+        "rollout": {"environment": "workplace", "max_turns": 6, "max_new_tokens": 64, "max_total_tokens": 4096},
+    })
+    tasks, _ = _guided_tasks(workplace, 1)
+    wrong = {tasks[0].id: [CALL, FINAL]}  # a "demonstration" that searches and stops: not the task's action
+    samples = EnvironmentCollector(cfg, ScriptedLM(tok, [CALL, FINAL]), tok, None, demonstrations=wrong)(
+        tasks, 2, SamplingParams(max_new_tokens=64, temperature=0.0))
+    demo = samples[-1]
+    assert demo.extras["demonstration"] and demo.result.passed is False and demo.result.score == 0.0
+
+
+def _guided_trainer(workplace, tmp_path, demonstrations):
+    from training.config_io import parse_train_config
+    from training.grpo import GRPOTrainer
+
+    cfg = parse_train_config({
+        "output_dir": str(tmp_path / "run"), "threads": 1, "batch_size": 8, "seed": 0,
+        "model": {"init": "random", "tokenizer": "default", "architecture": {
+            "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2}},
+        "data": {"path": str(workplace), "split": "train"},
+        "reward": {"function": "env:binary", "allow_unaudited": True},
+        "rollout": {"environment": "workplace", "num_generations": 4, "max_turns": 6, "max_new_tokens": 12,
+                    "max_total_tokens": 4096},
+        "guidance": {"demonstrations": str(demonstrations)},
+        "loss": {"type": "grpo"}, "overlong": {"mode": "none"}, "optim": {"lr": 1e-3, "micro_batch_size": 4},
+    })
+    return GRPOTrainer(cfg)
+
+
+def test_guided_groups_train_toward_the_demonstration_when_every_sample_fails(workplace, tmp_path):
+    """End to end through the trainer: a random model fails every episode, so without guidance every group is
+    zero-variance and there is nothing to learn; with guidance each group is 3 failed samples + 1 verified
+    demonstration, the rollout phase keeps every group, logs the sampled pass rate apart from the demonstrations',
+    and one update makes each demonstration more likely and each failed sample less likely."""
+    import torch
+
+    from training.losses import group_advantages
+    from training.samples import pack
+
+    trainer = _guided_trainer(workplace, tmp_path, workplace / "demonstrations.jsonl")
+    trainer._setup()
+    assert all(t.id in trainer.demonstrations for t in trainer.tasks)
+    samples, stats = trainer._rollout_phase()
+    demo = torch.tensor([bool(s.extras["demonstration"]) for s in samples])
+    assert demo.tolist() == [False, False, False, True] * 2
+    assert stats["groups_kept"] == 2 and stats["demo_pass_rate"] == 1.0 and stats["pass_rate"] == 0.0
+    batch = pack(samples, trainer.tok.pad_token_id)
+
+    def mean_logprob() -> torch.Tensor:
+        with torch.no_grad():
+            lp, _ = trainer._forward_logprobs(trainer.model, batch, False)
+        return (lp * batch.loss_mask).sum(1) / batch.loss_mask.sum(1)
+
+    before = mean_logprob()
+    adv, _ = group_advantages(torch.tensor([s.score for s in samples]), 4)
+    out = trainer._update(batch, adv)
+    delta = mean_logprob() - before
+    assert bool((delta[demo] > 0).all()) and bool((delta[~demo] < 0).all()), delta.tolist()
+    assert out["logprob_gen_gap"] < 0.05  # measured on the sampled rows only: a demonstration has no sampling log-probs
+
+
+def test_guidance_files_that_cannot_guide_are_refused_with_the_row(workplace, tmp_path):
+    from training.grpo import TrainingError
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"task_id": "t1", "messages": [{"role": "assistant", "content": "x"}]}) + "\n"
+                   + json.dumps({"messages": [{"role": "assistant", "content": "x"}]}) + "\n")
+    with pytest.raises(TrainingError, match=r"bad.jsonl: row 1: expected `task_id`"):
+        _guided_trainer(workplace, tmp_path, bad)._setup()
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"task_id": "nope", "messages": [{"role": "assistant", "content": "x"}]}) + "\n")
+    with pytest.raises(TrainingError, match="none of its task ids is a training task"):
+        _guided_trainer(workplace, tmp_path, other)._setup()
+    with pytest.raises(TrainingError, match="no such dataset file"):
+        _guided_trainer(workplace, tmp_path, tmp_path / "missing.jsonl")._setup()

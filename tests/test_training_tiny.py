@@ -131,6 +131,8 @@ def test_resume_after_sigkill_gives_the_uninterrupted_result(tmp_path):
     ({"reward__allow_unaudited": False}, "reward.allow_unaudited: true"),
     ({"overlong__buffer_tokens": 40}, "must be below rollout.max_new_tokens"),
     ({"rollout__max_turns": 3}, "needs rollout.environment"),
+    ({"guidance__demonstrations": "demos.jsonl"}, "guidance.demonstrations replays each demonstration through the "
+                                                   "environment that scores it: set rollout.environment"),
     ({"model__freeze_layers": 1, "lora__enabled": True}, "with LoRA only the adapters train anyway"),
 ])
 def test_incompatible_options_are_refused_with_what_to_change(tmp_path, changes, expected):

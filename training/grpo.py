@@ -178,6 +178,7 @@ class GRPOTrainer:
         self.tasks = self._tasks if self._tasks is not None else load_train_tasks(cfg)
         if not self.tasks:
             raise TrainingError(f"no training tasks in {cfg.data.path} (split {cfg.data.split!r})")
+        self.demonstrations = self._guidance()
         if self._reward is not None:
             self.reward = self._reward
         elif cfg.rollout.environment and (cfg.reward.function == "env" or cfg.reward.function.startswith("env:")):
@@ -244,6 +245,26 @@ class GRPOTrainer:
         if self.dist.main:
             self.metrics.truncate_after(self.step)
 
+    def _guidance(self) -> dict[str, list[str]] | None:
+        """guidance.demonstrations: the replies to replay per task; the task pool shrinks to the tasks that have one
+        (how many is logged once, `guided_tasks`)."""
+        path = self.cfg.guidance.demonstrations
+        if not path:
+            return None
+        from training.guidance import GuidanceError, demonstration_replies
+
+        try:
+            demos = demonstration_replies(path)
+        except GuidanceError as exc:
+            raise TrainingError(str(exc)) from exc
+        guided = [t for t in self.tasks if t.id in demos]
+        if not guided:
+            raise TrainingError(f"guidance.demonstrations {path}: none of its task ids is a training task of "
+                                f"{self.cfg.data.path} (split {self.cfg.data.split!r})")
+        self.guided_tasks = (len(guided), len(self.tasks))
+        self.tasks = guided
+        return demos
+
     def _make_reference(self, model: Any) -> Any:
         """A frozen copy of the starting policy (with LoRA: the base with the adapter disabled, no copy)."""
         if self.cfg.lora.enabled:
@@ -261,7 +282,8 @@ class GRPOTrainer:
         if cfg.rollout.environment:
             from training.multiturn import make_environment_collector
 
-            return make_environment_collector(cfg, self.model, self.tok, self.reward, autocast_bf16=self.autocast_bf16)
+            return make_environment_collector(cfg, self.model, self.tok, self.reward, autocast_bf16=self.autocast_bf16,
+                                              demonstrations=self.demonstrations)
         from training.rollout import make_backend
 
         backend = make_backend(cfg.rollout.backend, self.model, self.tok, autocast_bf16=self.autocast_bf16)
@@ -376,7 +398,11 @@ class GRPOTrainer:
         }
         if train_pass or train_fail:
             stats["zero_variance_groups_trained"] = float(zv_trained)
-        stats.update(_reward_stats(all_samples))
+        demos = [s for s in all_samples if s.extras.get("demonstration")]
+        stats.update(_reward_stats([s for s in all_samples if not s.extras.get("demonstration")]))
+        if demos:  # a demonstration the verifier fails is a data problem worth seeing, not a sample's luck
+            stats["demo_pass_rate"] = float(np.mean([s.passed for s in demos]))
+            stats["guided_tasks"] = float(self.guided_tasks[0])
         return [s for grp in kept for s in grp], stats
 
     def _score(self, s: Sample) -> None:
@@ -550,7 +576,9 @@ class GRPOTrainer:
                     m = sub.loss_mask
                     w = float(m.sum())
                     _acc(agg, "entropy", float((ent * m).sum()), w)
-                    _acc(agg, "logprob_gen_gap", float(((lp.detach() - sub.gen_logprobs).abs() * m).sum()), w)
+                    gm = m if sub.sampled is None else m * sub.sampled.unsqueeze(-1)  # demonstrations have none
+                    _acc(agg, "logprob_gen_gap", float(((lp.detach() - sub.gen_logprobs).abs() * gm).sum()),
+                         float(gm.sum()))
                     for k, v in st.items():
                         _acc(agg, k, float(v) * w, w)
                     if outcome is not None:  # a micro-batch without zero-variance rows keeps (B,) advantages

@@ -8,6 +8,11 @@ prompt is the same for every task, so it is run once for the whole batch (`train
 per episode, and the batch's KV cache is kept from turn to turn (`training.rollout.KVState`): a later turn feeds
 only the tool results and the next generation prompt, not the whole conversation again. The episode's verdict comes from the environment's verifier (`reward.function: env` or
 `env:binary`) or from a trajectory reward loaded from a file.
+
+With `guidance.demonstrations`, the last member of each group is the task's demonstration replayed through a
+fresh environment (`EnvironmentCollector.replay`): its replies are the policy's turns (loss mask 1), the
+environment's answers are context (mask 0), and the same verifier scores it, so it enters the group's advantages
+like any sample. Its generation log-probs are unknown and recorded as 0 (`Sample.extras["demonstration"]`).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ class Episode:
     loss_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     cut: bool = False  # hit a token limit: no more turns
+    demonstration: bool = False  # replayed from guidance.demonstrations, not sampled
 
 
 def load_workplace_world(data_path: str | Path) -> Any:
@@ -99,7 +105,7 @@ class EnvironmentCollector:
     """Callable(tasks, G, params) -> samples: G episodes per task, batched turn by turn."""
 
     def __init__(self, cfg: TrainConfig, model: Any, tok: Any, reward: Any, env_factory: Callable[[], Any] | None = None,
-                 autocast_bf16: bool = False):
+                 autocast_bf16: bool = False, demonstrations: dict[str, list[str]] | None = None):
         from rewards.environments.loop import ToolLoop
 
         self.cfg, self.model, self.tok, self.reward = cfg, model, tok, reward
@@ -109,6 +115,7 @@ class EnvironmentCollector:
         self.autocast_bf16 = autocast_bf16
         ref = cfg.reward.function
         self.verdict = ref.split(":", 1)[1] if ref.startswith("env:") else ("shaped" if ref == "env" else None)
+        self.demonstrations = demonstrations  # task id -> assistant replies; one group member each when set
 
     def _prompt_ids(self, messages: list[dict[str, Any]]) -> list[int]:
         return _ids(self.tok, _render(self.tok, messages, True))
@@ -118,9 +125,14 @@ class EnvironmentCollector:
         from training.logprobs import common_prefix_len, prefill
 
         cfg = self.cfg
+        if self.demonstrations is not None:
+            missing = [t.id for t in tasks if t.id not in self.demonstrations]
+            if missing:
+                raise EnvironmentError_(f"guidance: no demonstration for task(s) {missing[:5]}")
+        g_sampled = g - (self.demonstrations is not None)
         episodes: list[Episode] = []
         for gi, task in enumerate(tasks):
-            for _ in range(g):
+            for _ in range(g_sampled):
                 env = self.env_factory()
                 loop = self.ToolLoop(task, env, max_turns=cfg.rollout.max_turns)
                 episodes.append(Episode(task, gi, loop, env, self._prompt_ids(loop.prompt())))
@@ -146,7 +158,7 @@ class EnvironmentCollector:
                                    top_k=params.top_k, seed=params.seed)
                 if state is None:
                     rows = [(e.prompt_ids + e.completion_ids)[plen:] for e in active]
-                    repeats = g if turn == 0 and len(active) == len(episodes) else 1
+                    repeats = g_sampled if turn == 0 and len(active) == len(episodes) else 1
                     ids, mask = left_pad(rows[::repeats], self.tok.pad_token_id)
                     first = int((mask.sum(0) > 0).nonzero().min())
                     (out_ids, out_mask, out_lp, ended), state = sample_with_state(
@@ -180,7 +192,36 @@ class EnvironmentCollector:
                         e.loss_mask += [0] * len(suffix)
                         e.logprobs += [0.0] * len(suffix)
                 turn += 1
+        if self.demonstrations is not None:  # each group: its sampled members, then the demonstration
+            episodes += [self.replay(task, gi, self.demonstrations[task.id]) for gi, task in enumerate(tasks)]
+            episodes.sort(key=lambda e: e.group)
         return self._score(episodes)
+
+    def replay(self, task: TaskRow, group: int, replies: list[str]) -> Episode:
+        """A demonstration as an episode: each reply fed to a fresh environment's tool loop as if sampled (its tokens
+        and end token trained on), the environment's answers as masked context, cut at the rollout's token limit."""
+        env = self.env_factory()
+        loop = self.ToolLoop(task, env, max_turns=self.cfg.rollout.max_turns)
+        e = Episode(task, group, loop, env, self._prompt_ids(loop.prompt()), demonstration=True)
+        eos = self.tok.eos_token_id
+        for text in replies:
+            if loop.done:
+                break
+            toks = _ids(self.tok, text) + ([eos] if eos is not None else [])
+            if len(e.prompt_ids) + len(e.completion_ids) + len(toks) > self.cfg.rollout.max_total_tokens:
+                e.cut = True
+                break
+            before = loop.prompt()
+            loop.step(text)
+            e.completion_ids += toks
+            e.loss_mask += [1] * len(toks)
+            e.logprobs += [0.0] * len(toks)
+            if not loop.done:
+                suffix = tool_suffix_ids(self.tok, before, text, loop.prompt(), True)
+                e.completion_ids += suffix
+                e.loss_mask += [0] * len(suffix)
+                e.logprobs += [0.0] * len(suffix)
+        return e
 
     def _score(self, episodes: list[Episode]) -> list[Sample]:
         samples = []
@@ -214,10 +255,11 @@ class EnvironmentCollector:
                 group=e.group, task_id=e.task.id, prompt_ids=e.prompt_ids, completion_ids=e.completion_ids,
                 loss_mask=e.loss_mask, logprobs=e.logprobs, truncated=e.cut,
                 text=traj.messages[-1].content if traj.messages else "", result=r,
-                extras={"turns": traj.turns, "stopped": traj.stopped},
+                extras={"turns": traj.turns, "stopped": traj.stopped, "demonstration": e.demonstration},
             ))
         return samples
 
 
-def make_environment_collector(cfg: TrainConfig, model: Any, tok: Any, reward: Any, autocast_bf16: bool = False) -> EnvironmentCollector:
-    return EnvironmentCollector(cfg, model, tok, reward, autocast_bf16=autocast_bf16)
+def make_environment_collector(cfg: TrainConfig, model: Any, tok: Any, reward: Any, autocast_bf16: bool = False,
+                               demonstrations: dict[str, list[str]] | None = None) -> EnvironmentCollector:
+    return EnvironmentCollector(cfg, model, tok, reward, autocast_bf16=autocast_bf16, demonstrations=demonstrations)

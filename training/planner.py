@@ -222,11 +222,12 @@ def make_workload(cfg: TrainConfig, prompt_tokens: int, rounds: int = 1, shared_
     seq = prompt_tokens + turns * c + calls * TOOL_RESULT_TOKENS
     if env:
         seq = min(seq, max(cfg.rollout.max_total_tokens, prompt_tokens + c))
+    sampled = b - (b // g if cfg.guidance.demonstrations else 0)  # a replayed demonstration is not generated
     rollout = b * seq * rounds
-    generated = b * turns * c * rounds
+    generated = sampled * turns * c * rounds
     env_steps = b * calls * rounds
     return Workload(
-        prompts_per_step=b // g, completions_per_step=b, generation_rounds=rounds, prompt_tokens=prompt_tokens,
+        prompts_per_step=b // g, completions_per_step=b, sampled_per_step=sampled, generation_rounds=rounds, prompt_tokens=prompt_tokens,
         shared_prefix_tokens=min(shared_prefix, prompt_tokens), completion_tokens_per_turn=c, turns=turns, tool_calls_per_episode=calls, tool_result_tokens=TOOL_RESULT_TOKENS,
         sequence_tokens=seq, rollout_tokens_per_step=rollout, generated_tokens_per_step=generated,
         env_steps_per_step=env_steps, steps=cfg.steps, total_rollout_tokens=rollout * cfg.steps,
@@ -254,7 +255,7 @@ def turn_contexts(w: Workload) -> list[int]:
 def generation_flops(s: ModelShape, w: Workload) -> tuple[float, float]:
     """(prefill, decode) FLOPs per step."""
     r = w.generation_rounds
-    b, c = w.completions_per_step * r, w.completion_tokens_per_turn
+    b, c = (w.sampled_per_step or w.completions_per_step) * r, w.completion_tokens_per_turn
     groups = w.prompts_per_step * r
     p = w.shared_prefix_tokens
     prefill = decode = 0.0

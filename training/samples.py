@@ -61,6 +61,7 @@ class PackedBatch:
     completion_mask: Tensor  # (B, T) attention: every real completion token (generated or tool output)
     loss_mask: Tensor  # (B, T) float: tokens trained on
     gen_logprobs: Tensor  # (B, T)
+    sampled: Tensor | None = None  # (B,) 1 where the policy sampled the row, 0 for a replayed demonstration
 
     @property
     def input_ids(self) -> Tensor:
@@ -89,7 +90,8 @@ def pack(samples: list[Sample], pad_id: int, zero_rows: set[int] | None = None) 
             if not (zero_rows and i in zero_rows):
                 l_mask[i, :n] = torch.tensor(s.loss_mask, dtype=torch.float32)
             g_lp[i, :n] = torch.tensor(s.logprobs, dtype=torch.float32)
-    return PackedBatch(p_ids, p_mask, c_ids, c_att, l_mask, g_lp)
+    sampled = torch.tensor([0.0 if s.extras.get("demonstration") else 1.0 for s in samples])
+    return PackedBatch(p_ids, p_mask, c_ids, c_att, l_mask, g_lp, sampled)
 
 
 def slice_packed(pb: PackedBatch, start: int, end: int) -> PackedBatch:
@@ -101,6 +103,7 @@ def slice_packed(pb: PackedBatch, start: int, end: int) -> PackedBatch:
     return PackedBatch(
         pb.prompt_ids[start:end, first:], pm[:, first:], pb.completion_ids[start:end, :last], cm[:, :last],
         pb.loss_mask[start:end, :last], pb.gen_logprobs[start:end, :last],
+        None if pb.sampled is None else pb.sampled[start:end],
     )
 
 
