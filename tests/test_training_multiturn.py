@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from training.rollout import SamplingParams
+from policy_probe import mean_trained_logprob
 
 CALL = '<tool_call>{"name": "email_search_emails", "arguments": {"query": "status"}}</tool_call>'
 FINAL = "Nothing needed to change."
@@ -299,15 +300,10 @@ def test_guided_groups_train_toward_the_demonstration_when_every_sample_fails(wo
     assert stats["groups_kept"] == 2 and stats["demo_pass_rate"] == 1.0 and stats["pass_rate"] == 0.0
     batch = pack(samples, trainer.tok.pad_token_id)
 
-    def mean_logprob() -> torch.Tensor:
-        with torch.no_grad():
-            lp, _ = trainer._forward_logprobs(trainer.model, batch, False)
-        return (lp * batch.loss_mask).sum(1) / batch.loss_mask.sum(1)
-
-    before = mean_logprob()
+    before = mean_trained_logprob(trainer, batch)
     adv, _ = group_advantages(torch.tensor([s.score for s in samples]), 4)
     out = trainer._update(batch, adv)
-    delta = mean_logprob() - before
+    delta = mean_trained_logprob(trainer, batch) - before
     assert bool((delta[demo] > 0).all()) and bool((delta[~demo] < 0).all()), delta.tolist()
     assert out["logprob_gen_gap"] < 0.05  # measured on the sampled rows only: a demonstration has no sampling log-probs
 

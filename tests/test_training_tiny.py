@@ -16,6 +16,7 @@ import yaml
 from typer.testing import CliRunner
 
 from studio.cli import app
+from policy_probe import mean_trained_logprob
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "examples" / "configs" / "tiny.yaml"
@@ -270,15 +271,10 @@ def test_one_update_raises_the_better_completions_and_lowers_the_worse(tmp_path,
     scores = torch.tensor([1.0 if i % 4 == 0 else 0.0 for i in range(len(samples))])
     batch = pack(samples, trainer.tok.pad_token_id)
 
-    def mean_logprob() -> torch.Tensor:
-        with torch.no_grad():
-            lp, _ = trainer._forward_logprobs(trainer.model, batch, False)
-        return (lp * batch.loss_mask).sum(1) / batch.loss_mask.sum(1)
-
-    before = mean_logprob()
+    before = mean_trained_logprob(trainer, batch)
     adv, _ = group_advantages(scores, 4, scale="group", leave_one_out=False)
     trainer._update(batch, adv)
-    delta = mean_logprob() - before
+    delta = mean_trained_logprob(trainer, batch) - before
     assert bool((delta[scores == 1] > 0).all()) and bool((delta[scores == 0] < 0).all()), delta.tolist()
 
 
@@ -318,17 +314,12 @@ def test_zero_variance_groups_learn_under_rl_zvp(tmp_path, loss, verdict):
     samples[0].passed, samples[0].score = (False, 0.0) if verdict else (True, 1.0)
     batch = pack(samples, trainer.tok.pad_token_id)
 
-    def mean_logprob() -> torch.Tensor:
-        with torch.no_grad():
-            lp, _ = trainer._forward_logprobs(trainer.model, batch, False)
-        return (lp * batch.loss_mask).sum(1) / batch.loss_mask.sum(1)
-
     outcome = trainer._zero_variance_outcome(samples)
     assert outcome[:4].tolist() == [0, 0, 0, 0] and bool((outcome[4:] == (1 if verdict else -1)).all())
     adv, _ = group_advantages(torch.tensor([s.score for s in samples]), 4)
-    before = mean_logprob()
+    before = mean_trained_logprob(trainer, batch)
     out = trainer._update(batch, adv, outcome)
-    delta = mean_logprob()[4:] - before[4:]
+    delta = mean_trained_logprob(trainer, batch)[4:] - before[4:]
     assert bool((delta > 0).all() if verdict else (delta < 0).all()), delta.tolist()
     assert (out["zero_variance_adv_mean"] > 0) == verdict
 

@@ -247,7 +247,7 @@ class GRPOTrainer:
 
     def _guidance(self) -> dict[str, list[str]] | None:
         """guidance.demonstrations: the replies to replay per task; the task pool shrinks to the tasks that have one
-        (how many is logged once, `guided_tasks`)."""
+        (how many is logged per step as `guided_tasks`)."""
         path = self.cfg.guidance.demonstrations
         if not path:
             return None
@@ -261,7 +261,7 @@ class GRPOTrainer:
         if not guided:
             raise TrainingError(f"guidance.demonstrations {path}: none of its task ids is a training task of "
                                 f"{self.cfg.data.path} (split {self.cfg.data.split!r})")
-        self.guided_tasks = (len(guided), len(self.tasks))
+        self.guided_tasks = len(guided)
         self.tasks = guided
         return demos
 
@@ -402,7 +402,7 @@ class GRPOTrainer:
         stats.update(_reward_stats([s for s in all_samples if not s.extras.get("demonstration")]))
         if demos:  # a demonstration the verifier fails is a data problem worth seeing, not a sample's luck
             stats["demo_pass_rate"] = float(np.mean([s.passed for s in demos]))
-            stats["guided_tasks"] = float(self.guided_tasks[0])
+            stats["guided_tasks"] = float(self.guided_tasks)
         return [s for grp in kept for s in grp], stats
 
     def _score(self, s: Sample) -> None:
