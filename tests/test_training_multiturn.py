@@ -320,5 +320,9 @@ def test_guidance_files_that_cannot_guide_are_refused_with_the_row(workplace, tm
     other.write_text(json.dumps({"task_id": "nope", "messages": [{"role": "assistant", "content": "x"}]}) + "\n")
     with pytest.raises(TrainingError, match="none of its task ids is a training task"):
         _guided_trainer(workplace, tmp_path, other)._setup()
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(json.dumps({"task_id": "t1", "messages": "[{not json"}) + "\n")
+    with pytest.raises(TrainingError, match=r"broken.jsonl: row 0 \(task t1\): `messages` is not JSON"):
+        _guided_trainer(workplace, tmp_path, broken)._setup()
     with pytest.raises(TrainingError, match="no such dataset file"):
         _guided_trainer(workplace, tmp_path, tmp_path / "missing.jsonl")._setup()

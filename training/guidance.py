@@ -33,8 +33,11 @@ def demonstration_replies(path: str | Path) -> dict[str, list[str]]:
         if not isinstance(task_id, str) or not task_id:
             raise GuidanceError(f"{path}: row {i}: expected `task_id` (the task the demonstration solves)")
         msgs: Any = row.get("messages")
-        if isinstance(msgs, str):
-            msgs = json.loads(msgs)
+        if isinstance(msgs, str):  # Parquet stores nested messages as a JSON string
+            try:
+                msgs = json.loads(msgs)
+            except json.JSONDecodeError as exc:
+                raise GuidanceError(f"{path}: row {i} (task {task_id}): `messages` is not JSON ({exc})") from exc
         if not isinstance(msgs, list):
             raise GuidanceError(f"{path}: row {i} (task {task_id}): expected `messages`, a list of chat messages")
         replies = [str(m.get("content") or "") for m in msgs if isinstance(m, dict) and m.get("role") == "assistant"]
