@@ -46,6 +46,8 @@ class ModelSection(_Strict):
     tokenizer: str | None = None
     architecture: dict[str, Any] = Field(default_factory=dict)
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    # "auto": CUDA when torch sees a GPU, else the CPU; "cuda" is refused at load time on a machine without one
+    device: Literal["auto", "cpu", "cuda"] = "auto"
     # Compute precision of rollouts and of the training forward/backward; weights and optimizer stay in `dtype`.
     # "bf16-autocast" is mixed precision: on CPUs with AVX512-BF16 (and on GPUs) it is several times faster.
     precision: Literal["fp32", "bf16-autocast"] = "fp32"

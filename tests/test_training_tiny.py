@@ -155,6 +155,22 @@ def test_audit_report_verdict_is_checked(tmp_path):
     assert load_train_config(cfg).reward.audit_report == str(report)
 
 
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the refusal on a machine without a GPU")
+def test_model_device_cuda_without_a_gpu_is_refused_saying_what_to_set(tmp_path):
+    """model.device: cuda on a CPU-only machine stops `rlvr train` with the setting to change, before any step;
+    `auto` (the default) trains here on the CPU."""
+    from training.policy import load_policy
+
+    result = runner.invoke(app, ["train", str(_tiny_yaml(tmp_path, model__device="cuda"))])
+    assert result.exit_code == 1, result.output
+    assert "model.device: cuda" in result.output and "auto or cpu" in result.output
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+    from training.config_io import load_train_config
+
+    model, _ = load_policy(load_train_config(_tiny_yaml(tmp_path)).model)
+    assert next(model.parameters()).device.type == "cpu"
+
+
 def test_a_reward_that_raises_stops_training_with_its_error(tmp_path):
     bad = tmp_path / "bad_reward.py"
     bad.write_text("def reward(completion, **kw):\n    raise KeyError('answer_field')\n")

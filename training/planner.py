@@ -331,14 +331,15 @@ def run_probe(cfg: TrainConfig, shape: ModelShape, prompt_tokens: int, budget_s:
     """Measure this machine on the configured model for about `budget_s` seconds (after loading it)."""
     import torch
 
-    from training.model import configure_threads
+    from training.model import configure_threads, pick_device
     from training.policy import apply_lora, build_random_model, freeze, load_policy
 
     threads = configure_threads(cfg.threads)
     if model is None:
         if cfg.model.init == "random":
             model = build_random_model(_tokenizer(cfg.model.tokenizer or "default"), cfg.model.architecture,
-                                       seed=cfg.seed).to(getattr(torch, cfg.model.dtype))
+                                       seed=cfg.seed).to(device=pick_device(cfg.model.device),
+                                                                 dtype=getattr(torch, cfg.model.dtype))
             freeze(model, cfg.model)
         else:
             section = cfg.model.model_copy(update={"name": _local(cfg.model.name)})
@@ -348,6 +349,7 @@ def run_probe(cfg: TrainConfig, shape: ModelShape, prompt_tokens: int, budget_s:
     b = cfg.batch_size
     c = cfg.rollout.max_new_tokens
     gen = torch.Generator().manual_seed(0)
+    draw = torch.Generator(device=device).manual_seed(0)  # the sampler's draws happen where the logits are
     t_start = time.perf_counter()
 
     def rand_ids(rows: int, length: int) -> Any:
@@ -372,7 +374,7 @@ def run_probe(cfg: TrainConfig, shape: ModelShape, prompt_tokens: int, budget_s:
             steps, t1 = 0, time.perf_counter()
             while steps < c and (steps < 3 or time.perf_counter() - t1 < budget_s * share):
                 probs = torch.softmax(out.logits[:, -1, :].float(), dim=-1)
-                nxt = torch.multinomial(probs, 1, generator=gen)
+                nxt = torch.multinomial(probs, 1, generator=draw)
                 out = model_forward(model, input_ids=nxt, cache=cache, use_cache=True)
                 steps += 1
             return prefill, (time.perf_counter() - t1) / steps

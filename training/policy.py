@@ -43,16 +43,16 @@ def load_policy(section: ModelSection, *, seed: int = 0, threads: int | None = N
     """(model, tokenizer) for training, in train mode. `source` overrides `section.name` (a checkpoint to resume)."""
     import torch
 
-    from training.model import configure_threads, load_model, load_tokenizer
+    from training.model import configure_threads, load_model, load_tokenizer, pick_device
 
     configure_threads(threads)
+    device = pick_device(section.device)  # one choice for a fresh model, a pretrained one and a resumed checkpoint
     if section.init == "random" and source is None:
         tok = load_tokenizer(section.tokenizer or "default")
         model = build_random_model(tok, section.architecture, seed=seed)
-        model.to(getattr(torch, section.dtype))
+        model.to(device=device, dtype=getattr(torch, section.dtype))
     else:
-        model, tok = load_model(source or section.name, threads=threads, dtype=section.dtype, device="cpu"
-                                if not torch.cuda.is_available() else None)
+        model, tok = load_model(source or section.name, threads=threads, dtype=section.dtype, device=device)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"

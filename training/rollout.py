@@ -295,7 +295,7 @@ class TransformersBackend:
 
         plen = common_prefix_len(prompt_ids)
         u_ids, u_mask = left_pad([p[plen:] for p in prompt_ids], tok.pad_token_id)
-        gen = torch.Generator(device="cpu").manual_seed(params.seed)
+        gen = torch.Generator(device=device).manual_seed(params.seed)
         chunk = self.chunk_size or len(prompt_ids)
         parts = []
         with generating(self.model, self.autocast_bf16):

@@ -7,7 +7,7 @@ dropped whole; plain lists per row make all three trivial and the packing happen
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -66,6 +66,13 @@ class PackedBatch:
     @property
     def input_ids(self) -> Tensor:
         return torch.cat([self.prompt_ids, self.completion_ids], 1)
+
+    def to(self, device: torch.device | str) -> PackedBatch:
+        """The batch on the policy's device: samples are packed on the CPU from token lists, the update runs where
+        the model is."""
+        moved = {f.name: None if getattr(self, f.name) is None else getattr(self, f.name).to(device)
+                 for f in fields(self)}
+        return PackedBatch(**moved)
 
     @property
     def attention_mask(self) -> Tensor:

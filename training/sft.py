@@ -108,7 +108,7 @@ def run_sft(
     from transformers import TrainerCallback
     from trl import SFTConfig, SFTTrainer
 
-    from training.model import configure_threads, write_manifest
+    from training.model import configure_threads, pick_device, write_manifest
     from training.policy import freeze, load_policy
 
     sec: SFTSection = cfg.sft or SFTSection(data_path=cfg.data.path)
@@ -147,7 +147,7 @@ def run_sft(
         per_device_train_batch_size=1 if packed else sec.batch_size,
         gradient_accumulation_steps=sec.gradient_accumulation_steps,
         max_length=sec.max_length, logging_steps=1, save_strategy="no", report_to=[], seed=cfg.seed,
-        use_cpu=not torch.cuda.is_available(), bf16=bf16, dataloader_num_workers=0,
+        use_cpu=pick_device(cfg.model.device) == "cpu", bf16=bf16, dataloader_num_workers=0,
         gradient_checkpointing=cfg.model.gradient_checkpointing,
         lr_scheduler_type={"constant": "constant_with_warmup"}.get(sec.scheduler, sec.scheduler),
         warmup_steps=sec.warmup_ratio, padding_free=False,

@@ -42,6 +42,7 @@ def _progress() -> Progress:
 
 
 def _sft(cfg) -> Path:
+    from training.model import ModelLoadError
     from training.sft import run_sft
 
     with _progress() as prog:
@@ -51,7 +52,10 @@ def _sft(cfg) -> Path:
             prog.update(task, total=rec.get("max_steps") or None, completed=rec["step"],
                         info=f"loss {rec['loss']:.3f}" if "loss" in rec else "")
 
-        out = run_sft(cfg, on_log=on_log)
+        try:
+            out = run_sft(cfg, on_log=on_log)
+        except ModelLoadError as exc:  # e.g. model.device: cuda on a machine without a GPU
+            fail(console, exc, 1, label="model")
     console.print(f"SFT model: [bold]{out}[/bold]")
     return out
 
@@ -77,6 +81,7 @@ def train(
 ) -> None:
     """GRPO / DAPO / Dr. GRPO / GSPO training; resumes from the last complete checkpoint in OUTPUT/checkpoints."""
     from training.grpo import GRPOTrainer, TrainingError
+    from training.model import ModelLoadError
 
     cfg = _load(config, set_)
     init_from = None
@@ -98,7 +103,7 @@ def train(
         try:
             trainer = GRPOTrainer(cfg, init_from=init_from, on_step=on_step)
             result = trainer.train()
-        except TrainingError as exc:
+        except (TrainingError, ModelLoadError) as exc:
             if book:
                 book.finish("failed", {})
             fail(console, exc, 1, label="training stopped")
