@@ -50,6 +50,13 @@ class Episode:
     cut: bool = False  # hit a token limit: no more turns
     demonstration: bool = False  # replayed from guidance.demonstrations, not sampled
 
+    def extend(self, ids: list[int], trained: bool, logprobs: list[float] | None = None) -> None:
+        """Append to the episode's token stream: a reply of the policy (trained on) or the environment's answer
+        (context, masked). Log-probs are 0 where nothing was sampled (tool output, a replayed demonstration)."""
+        self.completion_ids += ids
+        self.loss_mask += [int(trained)] * len(ids)
+        self.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
+
 
 def load_workplace_world(data_path: str | Path) -> Any:
     """The seed world stored next to a workplace task dataset (`DIR/world/*.parquet`, `DIR/manifest.json`)."""
@@ -177,9 +184,7 @@ class EnvironmentCollector:
                 for i, e in enumerate(active):
                     n = int(out_mask[i].sum())
                     toks = out_ids[i, :n].tolist()
-                    e.completion_ids += toks
-                    e.loss_mask += [1] * n
-                    e.logprobs += out_lp[i, :n].tolist()
+                    e.extend(toks, True, out_lp[i, :n].tolist())
                     text = self.tok.decode(toks, skip_special_tokens=True)
                     before = e.loop.prompt()
                     e.loop.step(text)
@@ -187,10 +192,7 @@ class EnvironmentCollector:
                         e.cut = True  # the reply was cut at the token limit: the episode ends here
                         continue
                     if not e.loop.done:
-                        suffix = tool_suffix_ids(self.tok, before, text, e.loop.prompt(), True)
-                        e.completion_ids += suffix
-                        e.loss_mask += [0] * len(suffix)
-                        e.logprobs += [0.0] * len(suffix)
+                        e.extend(tool_suffix_ids(self.tok, before, text, e.loop.prompt(), True), False)
                 turn += 1
         if self.demonstrations is not None:  # each group: its sampled members, then the demonstration
             episodes += [self.replay(task, gi, self.demonstrations[task.id]) for gi, task in enumerate(tasks)]
@@ -213,14 +215,9 @@ class EnvironmentCollector:
                 break
             before = loop.prompt()
             loop.step(text)
-            e.completion_ids += toks
-            e.loss_mask += [1] * len(toks)
-            e.logprobs += [0.0] * len(toks)
+            e.extend(toks, True)
             if not loop.done:
-                suffix = tool_suffix_ids(self.tok, before, text, loop.prompt(), True)
-                e.completion_ids += suffix
-                e.loss_mask += [0] * len(suffix)
-                e.logprobs += [0.0] * len(suffix)
+                e.extend(tool_suffix_ids(self.tok, before, text, loop.prompt(), True), False)
         return e
 
     def _score(self, episodes: list[Episode]) -> list[Sample]:

@@ -338,8 +338,8 @@ def run_probe(cfg: TrainConfig, shape: ModelShape, prompt_tokens: int, budget_s:
     if model is None:
         if cfg.model.init == "random":
             model = build_random_model(_tokenizer(cfg.model.tokenizer or "default"), cfg.model.architecture,
-                                       seed=cfg.seed).to(device=pick_device(cfg.model.device),
-                                                                 dtype=getattr(torch, cfg.model.dtype))
+                                       seed=cfg.seed)
+            model.to(device=pick_device(cfg.model.device), dtype=getattr(torch, cfg.model.dtype))
             freeze(model, cfg.model)
         else:
             section = cfg.model.model_copy(update={"name": _local(cfg.model.name)})
