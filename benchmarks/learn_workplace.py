@@ -83,7 +83,7 @@ def _plot(out: dict) -> None:
     axes[2].set_xlabel("step")
     _plot_attempts(axes[3], out)
     fig.tight_layout()
-    tmp = PLOT.with_name(".learn_workplace.tmp.png")
+    tmp = PLOT.with_name(f".{PLOT.stem}.tmp.png")
     fig.savefig(tmp, dpi=90)
     plt.close(fig)
     os.replace(tmp, PLOT)
@@ -153,7 +153,8 @@ def _grpo_record(a: argparse.Namespace) -> dict:
             "negative_advantage_weight": a.grpo_negative_weight, "grpo_temperature": a.grpo_temperature,
             "grpo_lr": a.grpo_lr, "grpo_lora": _grpo_lora(a), "grpo_top_entropy": a.grpo_top_entropy,
             "grpo_zero_variance": _grpo_zero_variance(a), "grpo_optimizer": a.grpo_optimizer,
-            "grpo_momentum": a.grpo_momentum, "grpo_guidance": a.grpo_guidance, "grpo_group": a.grpo_group}
+            "grpo_momentum": a.grpo_momentum, "grpo_guidance": a.grpo_guidance, "grpo_group": a.grpo_group,
+            "seed": a.seed}
 
 
 def _grpo_zero_variance(a: argparse.Namespace) -> dict | None:
@@ -172,7 +173,7 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
 
     lora = _grpo_lora(a) if grpo_stage else None
     return parse_train_config({
-        "name": f"learn-workplace-{run}", "seed": 0, "output_dir": str(a.work / run), "threads": threads,
+        "name": f"learn-workplace-{run}", "seed": a.seed, "output_dir": str(a.work / run), "threads": threads,
         "steps": steps, "batch_size": a.grpo_batch,
         "model": {"name": "default", "precision": a.precision, "freeze_embeddings": a.freeze_embeddings and not lora,
                   "freeze_layers": 0 if lora else a.freeze_layers},
@@ -284,6 +285,7 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
                 "grpo_momentum": out["setup"].get("grpo_momentum", 0.0),
                 "grpo_guidance": out["setup"].get("grpo_guidance", False),
                 "grpo_group": out["setup"].get("grpo_group", 4),
+                "seed": out["setup"].get("seed", 0),
                 "sft_pass_at_1": out["pass_at_1"]["sft"],
                 "steps": out.get("grpo_steps_run"), "pass_at_1": out["pass_at_1"]["sft_grpo"],
                 "pass_at_1_seen_templates": seen.get("sft_grpo"), "pass_at_1_held_out_templates": held.get("sft_grpo"),
@@ -478,6 +480,7 @@ def part_noise(a: argparse.Namespace, out: dict, data: Path, test: list, threads
 
 
 def main() -> None:
+    global RESULT, PLOT
     ap = argparse.ArgumentParser()
     ap.add_argument("--part", choices=["all", "main", "strict", "noise"], default="all",
                     help="noise: the SFT model nudged by +-sigma per weight (--noise-sigma), evaluated per seed")
@@ -534,7 +537,12 @@ def main() -> None:
     ap.add_argument("--budget-min", type=float, default=58.0, help="the main part stops starting GRPO steps past this")
     ap.add_argument("--strict-steps", type=int, default=8)
     ap.add_argument("--strict-ours-min", type=float, default=12.0)
+    ap.add_argument("--seed", type=int, default=0, help="the run's seed (data order and sampling; with --reuse-sft "
+                    "only the GRPO stage's)")
+    ap.add_argument("--result", type=Path, default=RESULT, help="the JSON written (the plot beside it, .png); "
+                    "another path keeps the committed result untouched, e.g. for a sweep's runs")
     a = ap.parse_args()
+    RESULT, PLOT = a.result, a.result.with_suffix(".png")
     os.environ["RLVR_THREADS"] = str(a.threads)
 
     from generators.task_io import read_tasks

@@ -47,7 +47,8 @@ def workplace_config(work: Path, tokenizer: str, a: argparse.Namespace) -> dict[
         "guidance": {"demonstrations": str(data / "demonstrations.jsonl")},
         "loss": {"type": "dapo"},
         "dynamic_sampling": {"enabled": True, "max_rounds": 2},
-        "optim": {"lr": 0.1, "optimizer": "sgd", "micro_batch_size": min(16, a.batch)},
+        "optim": {"lr": 0.1 if a.optimizer == "sgd" else 1e-5, "optimizer": a.optimizer,
+                  "micro_batch_size": min(16, a.batch)},
         "sft": {"data_path": str(data / "demonstrations.jsonl"), "max_steps": a.sft_steps, "lr": 1e-3,
                 "batch_size": 8, "max_length": 2600, "shared_prefix": True},
         "checkpoint": {"every": 1, "keep": 2},
@@ -65,6 +66,9 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=32, help="episodes per GRPO step (2 per prompt)")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: a quick look at the script itself")
     ap.add_argument("--freeze-layers", type=int, default=10, help="as learn_workplace: the lower 10 of 30 fixed")
+    ap.add_argument("--optimizer", choices=("sgd", "adamw-bf16", "adamw"), default="sgd",
+                    help="GRPO's optimizer (optim.optimizer): sgd as learn_workplace's guided stage, or the default "
+                    "adamw-bf16, whose moments and rounding noise must live on the GPU too")
     ap.add_argument("--architecture", type=json.loads, default=SMOLLM2_135M, help="the random model's shape (JSON)")
     a = ap.parse_args()
 
@@ -88,7 +92,7 @@ def main() -> None:
         "device": torch.cuda.get_device_name(0) if a.device == "cuda" else platform.processor() or "cpu",
         "torch": torch.__version__, "transformers": transformers.__version__,
         "python": platform.python_version(), "policy": "random-initialised, SmolLM2-135M's shape, SmolLM2 tokenizer",
-        "tasks": manifest["n_tasks"], "dataset_s": round(time.perf_counter() - t0, 1),
+        "optimizer": a.optimizer, "tasks": manifest["n_tasks"], "dataset_s": round(time.perf_counter() - t0, 1),
     }
     cfg = parse_train_config(workplace_config(work, a.tokenizer, a), where="trainer_on_cuda")
     fresh, _ = load_policy(cfg.model, seed=cfg.seed)

@@ -56,3 +56,14 @@ def test_momentum_belongs_to_sgd():
     assert OptimSection(optimizer="sgd", momentum=0.9).momentum == 0.9
     with pytest.raises(ValidationError, match="momentum applies to optimizer 'sgd' only"):
         OptimSection(optimizer="adamw", momentum=0.9)
+
+
+def test_lean_adamw_keeps_its_rounding_noise_on_the_parameters_device():
+    """The default optimizer on a GPU policy: the pre-drawn rounding noise must live where the parameters do (it was
+    a CPU tensor, and the first CUDA step failed with a device mismatch). The meta device stands in for a second
+    device here: any CPU tensor mixed into the arithmetic raises exactly as on CUDA."""
+    p = torch.nn.Parameter(torch.zeros(3000, device="meta"))
+    p.grad = torch.zeros(3000, device="meta")
+    opt = LeanAdamW([p], lr=1e-3)
+    opt.step()
+    assert opt.state[p]["exp_avg"].device.type == "meta" and opt.state[p]["step"] == 1

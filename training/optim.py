@@ -68,7 +68,7 @@ class LeanAdamW(torch.optim.Optimizer):
                 c1, c2 = 1 - b1 ** t, 1 - b2 ** t
                 flat_p, flat_g = p.view(-1), p.grad.view(-1)
                 flat_m, flat_v = st["exp_avg"].view(-1), st["exp_avg_sq"].view(-1)
-                m_buf, v_buf, g_buf, bits = self._buffers(p.device)
+                m_buf, v_buf, g_buf, bits, noise = self._buffers(p.device)
                 for s in range(0, flat_p.numel(), CHUNK):
                     e = min(s + CHUNK, flat_p.numel())
                     n = e - s
@@ -76,8 +76,8 @@ class LeanAdamW(torch.optim.Optimizer):
                     m = m_buf[:n].copy_(flat_m[s:e]).mul_(b1).add_(g, alpha=1 - b1)
                     v = v_buf[:n].copy_(flat_v[s:e]).mul_(b2).addcmul_(g, g, value=1 - b2)
                     o1, o2 = torch.randint(0, 3 * CHUNK, (2,), generator=self._gen).tolist()
-                    stochastic_round_bf16(m, noise=self._noise[o1:o1 + CHUNK], out=flat_m[s:e], work=bits)
-                    stochastic_round_bf16(v, noise=self._noise[o2:o2 + CHUNK], out=flat_v[s:e], work=bits)
+                    stochastic_round_bf16(m, noise=noise[o1:o1 + CHUNK], out=flat_m[s:e], work=bits)
+                    stochastic_round_bf16(v, noise=noise[o2:o2 + CHUNK], out=flat_v[s:e], work=bits)
                     if wd:
                         flat_p[s:e].mul_(1 - lr * wd)
                     denom = v.sqrt_().div_(math.sqrt(c2)).add_(eps)
@@ -85,11 +85,13 @@ class LeanAdamW(torch.optim.Optimizer):
                 p.grad = None  # free each gradient as soon as it is applied
 
     def _buffers(self, device: torch.device) -> tuple[torch.Tensor, ...]:
-        """(m, v, g) fp32 and one int32 chunk-sized work buffer, made once per device and reused by every chunk."""
+        """(m, v, g) fp32, one int32 chunk-sized work buffer and the rounding noise, made once per device (the
+        parameters' one: a CUDA policy must not read CPU noise) and reused by every chunk."""
         bufs = self._work.get(device)
         if bufs is None:
             f32 = [torch.empty(CHUNK, dtype=torch.float32, device=device) for _ in range(3)]
-            bufs = self._work[device] = (*f32, torch.empty(CHUNK, dtype=torch.int32, device=device))
+            bufs = self._work[device] = (*f32, torch.empty(CHUNK, dtype=torch.int32, device=device),
+                                         self._noise.to(device))
         return bufs
 
 
