@@ -33,14 +33,14 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 SCRIPT = ROOT / "benchmarks" / "learn_workplace.py"
 
 
 def write_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+    from generators.task_io import atomic_write_bytes
+
+    atomic_write_bytes(path, (json.dumps(data, indent=1) + "\n").encode())
 
 
 def run_setting(index: int, setting: dict, common: list[str], work: Path, reuse_from: Path | None,

@@ -500,8 +500,7 @@ class GRPOTrainer:
                 prefix = None
                 if plen:
                     prefix = torch.tensor([rows[0][:plen]], device=p_ids.device)
-                    p_ids, p_mask = (t.to(pb.completion_ids.device)
-                                     for t in left_pad([r[plen:] for r in rows], self.tok.pad_token_id))
+                    p_ids, p_mask = left_pad([r[plen:] for r in rows], self.tok.pad_token_id, p_ids.device)
                 return shared_prompt_logprobs(model, p_ids, p_mask, pb.completion_ids, pb.completion_mask, g, temp,
                                               prefix_ids=prefix)
             return full_logprobs(model, pb.input_ids, pb.attention_mask, pb.completion_ids, temp,

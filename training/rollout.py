@@ -79,7 +79,9 @@ def render_prompts(tokenizer: Any, prompts: list[list[dict[str, Any]]], tools: l
     return out
 
 
-def left_pad(seqs: list[list[int]], pad_id: int) -> tuple[Tensor, Tensor]:
+def left_pad(seqs: list[list[int]], pad_id: int, device: torch.device | str | None = None) -> tuple[Tensor, Tensor]:
+    """(ids, attention mask), rows right-aligned. Built on the CPU from the token lists, then moved once to `device`
+    when one is given (row-by-row writes into a GPU tensor would be one small copy each)."""
     width = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
@@ -87,7 +89,7 @@ def left_pad(seqs: list[list[int]], pad_id: int) -> tuple[Tensor, Tensor]:
         if s:
             ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
             mask[i, width - len(s):] = 1
-    return ids, mask
+    return (ids, mask) if device is None else (ids.to(device), mask.to(device))
 
 
 def positions(mask: Tensor) -> Tensor:
@@ -210,9 +212,9 @@ def continue_tokens(
     if len(new_ids) != state.attn.shape[0] or any(not r for r in new_ids):
         raise ValueError("continue_tokens needs one non-empty row of new tokens per cached row")
     device = state.attn.device
-    ids, mask = left_pad(new_ids, pad_id)
-    attn = torch.cat([state.attn, mask.to(device)], dim=1)
-    out = model_forward(model, input_ids=ids.to(device), attention_mask=attn, position_ids=positions(attn)[:, -ids.shape[1]:],
+    ids, mask = left_pad(new_ids, pad_id, device)
+    attn = torch.cat([state.attn, mask], dim=1)
+    out = model_forward(model, input_ids=ids, attention_mask=attn, position_ids=positions(attn)[:, -ids.shape[1]:],
                         cache=state.cache, use_cache=True, logits_to_keep=1)
     return _decode(model, out.logits[:, -1, :], KVState(state.cache, attn), params, eos_ids=eos_ids, pad_id=pad_id,
                    generator=generator)
