@@ -142,9 +142,10 @@ def _grpo_setup(a: argparse.Namespace) -> str:
                  else f"SGD (momentum {a.grpo_momentum:g})")
     guided = (", each group's last member the task's demonstration replayed and verified (guidance.demonstrations)"
               if a.grpo_guidance else "")
+    decoding = ("greedy rollouts (the episode greedy evaluation runs)" if a.grpo_temperature == 0
+                else f"sampling temperature {a.grpo_temperature}")
     return (f"{a.grpo_batch} episodes per step ({a.grpo_group} per prompt), {how}lr {a.grpo_lr}, {optimizer}, "
-            f"loss {a.grpo_loss}, negative advantages x{a.grpo_negative_weight}, sampling temperature "
-            f"{a.grpo_temperature}{forks}{zvp_text}{guided}")
+            f"loss {a.grpo_loss}, negative advantages x{a.grpo_negative_weight}, {decoding}{forks}{zvp_text}{guided}")
 
 
 def _grpo_record(a: argparse.Namespace) -> dict:
@@ -508,7 +509,8 @@ def main() -> None:
     ap.add_argument("--grpo-negative-weight", type=float, default=1.0, help="loss.negative_advantage_weight: 1 is "
                     "GRPO, 0 reinforces only the better-than-the-group samples (training.losses.weight_negative_advantages)")
     ap.add_argument("--grpo-temperature", type=float, default=1.0, help="rollout sampling temperature (the log-probs "
-                    "and the loss use the same one); below 1, fewer incidental low-probability tokens are reinforced")
+                    "and the loss use the same one); below 1, fewer incidental low-probability tokens are reinforced; 0 "
+                    "decodes greedily (with --grpo-guidance --grpo-group 2: the greedy reply against the demonstration)")
     ap.add_argument("--grpo-lora-r", type=int, default=0, help="GRPO through LoRA adapters of this rank on every "
                     "linear module of the layers above --freeze-layers (0: full fine-tuning, as SFT)")
     ap.add_argument("--grpo-lora-alpha", type=int, default=32)

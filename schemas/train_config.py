@@ -95,13 +95,21 @@ class RolloutSection(_Strict):
     backend: Literal["transformers", "vllm"] = "transformers"
     num_generations: int = Field(4, ge=2)
     max_new_tokens: int = Field(128, ge=1)
-    temperature: float = Field(1.0, gt=0.0)
+    # 0: greedy decoding, log-probs under temperature 1 (see `logprob_temperature`). Only with guided groups of two:
+    # the greedy reply against the task's demonstration trains exactly the decisions a greedy evaluation makes
+    temperature: float = Field(1.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     top_k: int = Field(0, ge=0)
     environment: str | None = None  # e.g. "workplace": multi-turn tool rollouts, tool outputs masked from the loss
     max_turns: int = Field(1, ge=1)
     max_total_tokens: int = Field(1024, ge=16)
     system_prompt: str | None = None
+
+    @property
+    def logprob_temperature(self) -> float:
+        """The temperature the trainer's log-probs divide by: the sampling one, or 1 for greedy rollouts (a greedy
+        policy has no log-probs of its own; the rollout records them under temperature 1 as well)."""
+        return self.temperature or 1.0
 
 
 class GuidanceSection(_Strict):
@@ -298,6 +306,12 @@ class TrainConfig(_Strict):
         if self.guidance.demonstrations and not self.rollout.environment:
             problems.append("guidance.demonstrations replays each demonstration through the environment that scores "
                             "it: set rollout.environment (e.g. workplace), or unset guidance.demonstrations")
+        sampled = g - bool(self.guidance.demonstrations)
+        if self.rollout.temperature == 0 and sampled > 1:
+            problems.append(
+                f"rollout.temperature 0 decodes greedily, so the {sampled} sampled members of every group would be "
+                "the same reply (zero variance, nothing to learn): set a temperature > 0, or num_generations 2 with "
+                "guidance.demonstrations (the greedy reply against the task's demonstration)")
         if self.model.init == "random" and not (self.model.tokenizer or self.model.name):
             problems.append("model.init: random needs model.tokenizer (the vocabulary to build the model for)")
         if self.model.dtype == "float16" and self.model.init == "random":

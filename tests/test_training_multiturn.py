@@ -262,7 +262,7 @@ def test_a_demonstration_the_world_rejects_is_scored_as_a_fail(workplace):
     assert demo.extras["demonstration"] and demo.result.passed is False and demo.result.score == 0.0
 
 
-def _guided_trainer(workplace, tmp_path, demonstrations):
+def _guided_trainer(workplace, tmp_path, demonstrations, num_generations=4, temperature=1.0):
     from training.config_io import parse_train_config
     from training.grpo import GRPOTrainer
 
@@ -273,8 +273,8 @@ def _guided_trainer(workplace, tmp_path, demonstrations):
             "num_key_value_heads": 2}},
         "data": {"path": str(workplace), "split": "train"},
         "reward": {"function": "env:binary", "allow_unaudited": True},
-        "rollout": {"environment": "workplace", "num_generations": 4, "max_turns": 6, "max_new_tokens": 12,
-                    "max_total_tokens": 4096},
+        "rollout": {"environment": "workplace", "num_generations": num_generations, "max_turns": 6,
+                    "max_new_tokens": 12, "max_total_tokens": 4096, "temperature": temperature},
         "guidance": {"demonstrations": str(demonstrations)},
         "loss": {"type": "grpo"}, "overlong": {"mode": "none"}, "optim": {"lr": 1e-3, "micro_batch_size": 4},
     })
@@ -306,6 +306,38 @@ def test_guided_groups_train_toward_the_demonstration_when_every_sample_fails(wo
     delta = mean_trained_logprob(trainer, batch) - before
     assert bool((delta[demo] > 0).all()) and bool((delta[~demo] < 0).all()), delta.tolist()
     assert out["logprob_gen_gap"] < 0.05  # measured on the sampled rows only: a demonstration has no sampling log-probs
+
+
+def test_greedy_guided_groups_pit_the_greedy_reply_against_the_demonstration(workplace, tmp_path):
+    """rollout.temperature 0 with guided groups of two: the sampled member is the greedy reply, the very episode a
+    greedy evaluation would run, so the update lowers what greedy decoding chose and raises the demonstration. Its
+    log-probs are recorded under temperature 1, the temperature the trainer's forward then uses, so generation and
+    training agree."""
+    import torch
+
+    from training.losses import group_advantages
+    from training.samples import pack
+
+    trainer = _guided_trainer(workplace, tmp_path, workplace / "demonstrations.jsonl", num_generations=2,
+                              temperature=0.0)
+    trainer._setup()
+    samples, stats = trainer._rollout_phase()
+    demo = torch.tensor([bool(s.extras["demonstration"]) for s in samples])
+    assert demo.tolist() == [False, True] * 4 and stats["groups_kept"] == 4
+    greedy = [s for s in samples if not s.extras["demonstration"]]
+    first = greedy[0]  # its first reply is what plain greedy generation of the prompt gives
+    n0 = first.loss_mask.index(0) if 0 in first.loss_mask else len(first.loss_mask)
+    ids = torch.tensor([first.prompt_ids])
+    out = trainer.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n0, do_sample=False,
+                                 pad_token_id=trainer.tok.pad_token_id)
+    assert out[0, ids.shape[1]:].tolist()[:n0] == first.completion_ids[:n0]
+    batch = pack(samples, trainer.tok.pad_token_id)
+    before = mean_trained_logprob(trainer, batch)
+    adv, _ = group_advantages(torch.tensor([s.score for s in samples]), 2)
+    out = trainer._update(batch, adv)
+    delta = mean_trained_logprob(trainer, batch) - before
+    assert bool((delta[demo] > 0).all()) and bool((delta[~demo] < 0).all()), delta.tolist()
+    assert out["logprob_gen_gap"] < 0.05
 
 
 def test_guidance_files_that_cannot_guide_are_refused_with_the_row(workplace, tmp_path):

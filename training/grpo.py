@@ -490,7 +490,7 @@ class GRPOTrainer:
         return self.cfg.optim.lr * min(1.0, (self.step + 1) / w) if w else self.cfg.optim.lr
 
     def _forward_logprobs(self, model: Any, pb: Any, shared: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        temp = self.cfg.rollout.temperature
+        temp = self.cfg.rollout.logprob_temperature
         with self._autocast():
             if shared:
                 g = self.cfg.rollout.num_generations
