@@ -183,7 +183,9 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
         "reward": {"function": reward, "allow_unaudited": True},
         "rollout": {"environment": "workplace", "num_generations": a.grpo_group, "max_turns": a.max_turns,
                     "max_new_tokens": a.max_new_tokens, "max_total_tokens": 3072,
-                    "temperature": a.grpo_temperature if grpo_stage else 1.0},  # SFT's config runs no rollouts
+                    # the GRPO runs' (this part's GRPO stage, the strict part); the SFT / evaluation-only configs
+                    # sample nothing, and a greedy temperature there would be refused for their unguided groups
+                    "temperature": a.grpo_temperature if grpo_stage or run == "strict" else 1.0},
         "guidance": {"demonstrations": str(data / "demonstrations.jsonl") if grpo_stage and a.grpo_guidance else None},
         "loss": {"type": a.grpo_loss, "negative_advantage_weight": a.grpo_negative_weight,
                  "top_entropy_fraction": a.grpo_top_entropy, "zero_variance_alpha": a.grpo_zvp_alpha,
