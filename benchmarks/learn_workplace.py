@@ -39,6 +39,16 @@ PLOT = ROOT / "benchmarks" / "results" / "learn_workplace.png"
 STAGES = ("base", "sft", "sft_grpo")
 
 
+def test_sample(data: Path, n: int) -> list:
+    """The held-out tasks every stage is evaluated on: a fixed random sample (seed 0) of the test split, sorted by
+    category so that evaluation batches share prompt prefixes."""
+    from generators.task_io import read_tasks
+
+    test = read_tasks(data / "test.parquet")
+    random.Random(0).shuffle(test)
+    return sorted(test[:n], key=lambda t: (t.metadata["category"], t.id))
+
+
 def _write(out: dict) -> None:
     RESULT.parent.mkdir(parents=True, exist_ok=True)
     tmp = RESULT.with_suffix(".tmp")
@@ -549,7 +559,6 @@ def main() -> None:
     RESULT, PLOT = a.result, a.result.with_suffix(".png")
     os.environ["RLVR_THREADS"] = str(a.threads)
 
-    from generators.task_io import read_tasks
     from studio.workplace_dataset import build_dataset
     from training.model import configure_threads
 
@@ -557,9 +566,7 @@ def main() -> None:
     data = a.work / f"data-{a.tools}"
     if not (data / "manifest.json").exists():
         build_dataset(data, n=a.tasks, tools=a.tools)
-    test = read_tasks(data / "test.parquet")
-    random.Random(0).shuffle(test)
-    test = sorted(test[: a.eval_tasks], key=lambda t: (t.metadata["category"], t.id))  # batches share prompt prefixes
+    test = test_sample(data, a.eval_tasks)
     cmd = "RLVR_THREADS=%d .venv/bin/python benchmarks/learn_workplace.py %s" % (threads, " ".join(sys.argv[1:]))
     a.command = cmd
     if (a.part in ("strict", "noise") or a.reuse_sft) and RESULT.exists():

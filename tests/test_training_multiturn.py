@@ -262,6 +262,29 @@ def test_a_demonstration_the_world_rejects_is_scored_as_a_fail(workplace):
     assert demo.extras["demonstration"] and demo.result.passed is False and demo.result.score == 0.0
 
 
+@pytest.mark.parametrize("script, first_call", [([CALL, FINAL], "email_search_emails"), ([FINAL], None)])
+def test_greedy_evaluation_keeps_each_tasks_episode_and_first_call(workplace, script, first_call):
+    """greedy_pass_at_1(keep_episodes=True), what benchmarks/greedy_episode_diff.py compares: one episode per task,
+    with the verifier's verdict and reason, the tool the first reply called (None when it answered without one) and
+    the whole episode's text."""
+    from training.config_io import parse_train_config
+    from training.model import load_tokenizer
+    from training.train_eval import greedy_pass_at_1
+
+    tok = load_tokenizer("default")
+    cfg = parse_train_config({
+        "data": {"path": str(workplace)}, "reward": {"function": "env:binary", "allow_unaudited": True},
+        "rollout": {"environment": "workplace", "max_turns": 6, "max_new_tokens": 64, "max_total_tokens": 4096},
+    })
+    tasks, _ = _guided_tasks(workplace, 3)
+    r = greedy_pass_at_1(ScriptedLM(tok, script), tok, cfg, tasks, batch=2, keep_episodes=True)
+    assert [e["task_id"] for e in r["episodes"]] == [t.id for t in tasks]
+    for e in r["episodes"]:
+        assert e["first_call"] == first_call and e["passed"] == (e["task_id"] in r["passed_ids"]) and e["reason"]
+        assert FINAL in e["text"] and (CALL in e["text"]) == (first_call is not None)
+    assert "episodes" not in greedy_pass_at_1(ScriptedLM(tok, script), tok, cfg, tasks[:1])
+
+
 def _guided_trainer(workplace, tmp_path, demonstrations, num_generations=4, temperature=1.0):
     from training.config_io import parse_train_config
     from training.grpo import GRPOTrainer

@@ -26,12 +26,15 @@ def greedy_pass_at_1(
     reward: Any = None,
     batch: int = 16,
     progress: Callable[[int, int], None] | None = None,
+    keep_episodes: bool = False,
 ) -> dict[str, Any]:
-    """Pass rate of one greedy sample per task, with the mean reward and why samples failed."""
+    """Pass rate of one greedy sample per task, with the mean reward and why samples failed. `keep_episodes` (tool
+    environments) adds each task's episode text and first tool call, for comparing two policies task by task."""
     tok.padding_side = "left"
     greedy = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=0.0, seed=0)
     autocast = cfg.model.precision == "bf16-autocast"
     results = []
+    episodes: list[dict[str, Any]] = []
     if cfg.rollout.environment:
         from training.multiturn import EnvironmentCollector
 
@@ -40,6 +43,8 @@ def greedy_pass_at_1(
         for s in range(0, len(tasks), batch):
             for smp in collector(tasks[s:s + batch], 1, greedy):
                 results.append((smp.task_id, smp.result))
+                if keep_episodes:
+                    episodes.append(_episode(tok, smp))
             if progress:
                 progress(min(s + batch, len(tasks)), len(tasks))
     else:
@@ -56,7 +61,7 @@ def greedy_pass_at_1(
     ok = [passed(r) for _, r in results]
     scores = [r.score for _, r in results if r.score is not None]
     reasons = Counter((r.reason or "").split(":", 1)[0][:40] for _, r in results if not passed(r))
-    return {
+    out = {
         "pass_at_1": sum(ok) / len(ok) if ok else 0.0,
         "n": len(ok),
         "passed": int(sum(ok)),
@@ -65,3 +70,17 @@ def greedy_pass_at_1(
         "fail_reasons": dict(reasons.most_common(8)),
         "passed_ids": [tid for (tid, _), ok_ in zip(results, ok) if ok_],
     }
+    if keep_episodes:
+        out["episodes"] = episodes
+    return out
+
+
+def _episode(tok: Any, smp: Any) -> dict[str, Any]:
+    """One greedy episode as text: what the verifier said, and the tool the first reply called (None: no call)."""
+    from rewards.environments.toolcalls import parse_reply
+
+    mask = smp.loss_mask
+    first_len = mask.index(0) if 0 in mask else len(mask)  # the first reply ends where the first tool result starts
+    calls = parse_reply(tok.decode(smp.completion_ids[:first_len], skip_special_tokens=True)).calls
+    return {"task_id": smp.task_id, "passed": bool(passed(smp.result)), "reason": smp.result.reason,
+            "first_call": calls[0].name if calls else None, "text": tok.decode(smp.completion_ids)}

@@ -1,0 +1,110 @@
+"""Which of learn_workplace's test tasks did a training stage gain or lose, and how did the greedy episodes change?
+
+    .venv/bin/python benchmarks/greedy_episode_diff.py --before /tmp/lw7/sft \\
+        --after /tmp/lw7/main/checkpoints/step-3 --work /tmp/lw7 --subset seen
+
+Both policies run the evaluation learn_workplace runs (`training.train_eval.greedy_pass_at_1`: the same fixed test
+sample, tool loop, token limits and verifier) with `keep_episodes`, and the JSON lists, task by task, whether each
+passed, why not, and which tool its first reply called; the lost and gained tasks keep both episode texts. Why: a
+GRPO stage that costs a few of the 48 passes says nothing about *what* it changed; this says which decisions moved
+(e.g. the first tool call of every project-management task), and so which hypothesis the next stage should test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def episodes(model_dir: str, data: Path, tasks: list, precision: str, threads: int, batch: int) -> tuple[dict, float]:
+    """task id -> the greedy episode of the policy in `model_dir`, and the seconds it took."""
+    from training.config_io import parse_train_config
+    from training.model import load_model
+    from training.train_eval import greedy_pass_at_1
+
+    cfg = parse_train_config({
+        "data": {"path": str(data)}, "reward": {"function": "env:binary", "allow_unaudited": True},
+        "model": {"precision": precision},
+        "rollout": {"environment": "workplace", "max_turns": 6, "max_new_tokens": 128, "max_total_tokens": 3072},
+    })
+    model, tok = load_model(model_dir, threads=threads)
+    t0 = time.time()
+    r = greedy_pass_at_1(model, tok, cfg, tasks, batch=batch, keep_episodes=True)
+    return {e["task_id"]: e for e in r["episodes"]}, time.time() - t0
+
+
+def compare(tasks: list, before: dict, after: dict) -> dict:
+    """Task-by-task outcome of two policies' episodes, with the first-call changes of the tasks that flipped."""
+    rows, kept, lost, gained = [], [], [], []
+    for t in tasks:
+        b, a = before[t.id], after[t.id]
+        if b["passed"] and a["passed"]:
+            kept.append(t.id)
+        elif b["passed"]:
+            lost.append(t.id)
+        elif a["passed"]:
+            gained.append(t.id)
+        rows.append({"task_id": t.id, "template": t.metadata.get("template"),
+                     "held_out_template": bool(t.metadata.get("held_out_template")),
+                     "before": {k: b[k] for k in ("passed", "reason", "first_call")},
+                     "after": {k: a[k] for k in ("passed", "reason", "first_call")}})
+        if t.id in lost or t.id in gained:
+            rows[-1]["texts"] = {"before": b["text"], "after": a["text"]}
+    changed = Counter(f"{before[i]['first_call']} -> {after[i]['first_call']}" for i in before
+                      if before[i]["first_call"] != after[i]["first_call"])
+    return {
+        "n": len(tasks), "passed": {"before": sum(before[t.id]["passed"] for t in tasks),
+                                    "after": sum(after[t.id]["passed"] for t in tasks)},
+        "kept": kept, "lost": lost, "gained": gained,
+        "lost_first_call": {i: [before[i]["first_call"], after[i]["first_call"]] for i in lost},
+        "first_call_changes": dict(changed.most_common()),
+        "tasks": rows,
+    }
+
+
+def main() -> None:
+    from generators.task_io import atomic_write_bytes
+    from learn_workplace import test_sample
+    from training.model import configure_threads
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--before", required=True, help="model folder (e.g. the SFT model)")
+    ap.add_argument("--after", required=True, help="model folder (e.g. a GRPO checkpoint)")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/lw7"), help="learn_workplace's --work (its dataset)")
+    ap.add_argument("--tools", default="relevant")
+    ap.add_argument("--eval-tasks", type=int, default=48)
+    ap.add_argument("--subset", choices=["seen", "held_out", "all"], default="all",
+                    help="the test tasks of templates training saw, of the held-out templates, or both")
+    ap.add_argument("--precision", default="bf16-autocast", choices=["fp32", "bf16-autocast"])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=48)
+    ap.add_argument("--result", type=Path, default=ROOT / "benchmarks" / "results" / "greedy_episode_diff.json")
+    a = ap.parse_args()
+    threads = configure_threads(a.threads)
+    data = a.work / f"data-{a.tools}"
+    if not (data / "test.parquet").exists():
+        raise SystemExit(f"{data}: no learn_workplace dataset; run benchmarks/learn_workplace.py --work {a.work} first")
+    tasks = test_sample(data, a.eval_tasks)
+    if a.subset != "all":
+        tasks = [t for t in tasks if bool(t.metadata.get("held_out_template")) == (a.subset == "held_out")]
+    before, s_before = episodes(a.before, data, tasks, a.precision, threads, a.batch)
+    after, s_after = episodes(a.after, data, tasks, a.precision, threads, a.batch)
+    out = {"benchmark": "greedy_episode_diff",
+           "command": f".venv/bin/python benchmarks/greedy_episode_diff.py {' '.join(sys.argv[1:])}",
+           "before": a.before, "after": a.after, "subset": a.subset,
+           **compare(tasks, before, after), "wall_s": {"before": round(s_before, 1), "after": round(s_after, 1)}}
+    atomic_write_bytes(a.result, (json.dumps(out, indent=1) + "\n").encode())
+    print(f"passed {out['passed']['before']} -> {out['passed']['after']} of {out['n']}: kept {len(out['kept'])}, "
+          f"lost {len(out['lost'])}, gained {len(out['gained'])}; first-call changes {out['first_call_changes']}")
+
+
+if __name__ == "__main__":
+    main()
