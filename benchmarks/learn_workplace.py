@@ -154,8 +154,11 @@ def _grpo_setup(a: argparse.Namespace) -> str:
               if a.grpo_guidance else "")
     decoding = ("greedy rollouts (the episode greedy evaluation runs)" if a.grpo_temperature == 0
                 else f"sampling temperature {a.grpo_temperature}")
+    sft = (f", plus {a.grpo_sft_coef:g} x the token-mean NLL of every drawn task's verified demonstration "
+           "(guidance.sft_coef)" if a.grpo_sft_coef else "")
     return (f"{a.grpo_batch} episodes per step ({a.grpo_group} per prompt), {how}lr {a.grpo_lr}, {optimizer}, "
-            f"loss {a.grpo_loss}, negative advantages x{a.grpo_negative_weight}, {decoding}{forks}{zvp_text}{guided}")
+            f"loss {a.grpo_loss}, negative advantages x{a.grpo_negative_weight}, {decoding}{forks}{zvp_text}{guided}"
+            f"{sft}")
 
 
 def _grpo_record(a: argparse.Namespace) -> dict:
@@ -165,7 +168,23 @@ def _grpo_record(a: argparse.Namespace) -> dict:
             "grpo_lr": a.grpo_lr, "grpo_lora": _grpo_lora(a), "grpo_top_entropy": a.grpo_top_entropy,
             "grpo_zero_variance": _grpo_zero_variance(a), "grpo_optimizer": a.grpo_optimizer,
             "grpo_momentum": a.grpo_momentum, "grpo_guidance": a.grpo_guidance, "grpo_group": a.grpo_group,
-            "seed": a.seed}
+            "grpo_sft_coef": a.grpo_sft_coef, "seed": a.seed}
+
+
+# what a setup recorded before a key existed meant (the GRPO stage's settings of the sessions before it)
+_SETUP_DEFAULTS = {"negative_advantage_weight": 1.0, "grpo_temperature": 1.0, "grpo_optimizer": "adamw-bf16",
+                   "grpo_momentum": 0.0, "grpo_guidance": False, "grpo_group": 4, "grpo_sft_coef": 0.0, "seed": 0}
+
+
+def _attempt_settings(setup: dict) -> dict:
+    """A finished GRPO stage's settings for `earlier_grpo_attempts`: every key `_grpo_record` writes (the older
+    setups' missing ones at what they meant then), `grpo_temperature` under the attempts' name `temperature`."""
+    keys = ("grpo", "loss", "train_reward", "negative_advantage_weight", "grpo_temperature", "grpo_lr", "grpo_lora",
+            "grpo_top_entropy", "grpo_zero_variance", "grpo_optimizer", "grpo_momentum", "grpo_guidance",
+            "grpo_group", "grpo_sft_coef", "seed")
+    out = {k: setup.get(k, _SETUP_DEFAULTS.get(k)) for k in keys}
+    out["temperature"] = out.pop("grpo_temperature")
+    return out
 
 
 def _grpo_zero_variance(a: argparse.Namespace) -> dict | None:
@@ -196,7 +215,8 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
                     # the GRPO runs' (this part's GRPO stage, the strict part); the SFT / evaluation-only configs
                     # sample nothing, and a greedy temperature there would be refused for their unguided groups
                     "temperature": a.grpo_temperature if grpo_stage or run == "strict" else 1.0},
-        "guidance": {"demonstrations": str(data / "demonstrations.jsonl") if grpo_stage and a.grpo_guidance else None},
+        "guidance": {"demonstrations": str(data / "demonstrations.jsonl") if grpo_stage and a.grpo_guidance else None,
+                     "sft_coef": a.grpo_sft_coef if grpo_stage and a.grpo_guidance else 0.0},
         "loss": {"type": a.grpo_loss, "negative_advantage_weight": a.grpo_negative_weight,
                  "top_entropy_fraction": a.grpo_top_entropy, "zero_variance_alpha": a.grpo_zvp_alpha,
                  "zero_variance_negative_alpha": a.grpo_zvp_negative_alpha},
@@ -287,18 +307,7 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
         if "sft_grpo" in out["pass_at_1"]:  # a GRPO stage already ran from this SFT model: it stays on record
             seen, held = out.get("pass_at_1_seen_templates", {}), out.get("pass_at_1_held_out_templates", {})
             out.setdefault("earlier_grpo_attempts", []).append({
-                "command": out.get("command_grpo", out["command"]), "grpo": out["setup"]["grpo"],
-                "loss": out["setup"].get("loss"),
-                "negative_advantage_weight": out["setup"].get("negative_advantage_weight", 1.0),
-                "train_reward": out["setup"].get("train_reward"),
-                "temperature": out["setup"].get("grpo_temperature", 1.0), "grpo_lr": out["setup"].get("grpo_lr"),
-                "grpo_lora": out["setup"].get("grpo_lora"), "grpo_top_entropy": out["setup"].get("grpo_top_entropy"),
-                "grpo_zero_variance": out["setup"].get("grpo_zero_variance"),
-                "grpo_optimizer": out["setup"].get("grpo_optimizer", "adamw-bf16"),
-                "grpo_momentum": out["setup"].get("grpo_momentum", 0.0),
-                "grpo_guidance": out["setup"].get("grpo_guidance", False),
-                "grpo_group": out["setup"].get("grpo_group", 4),
-                "seed": out["setup"].get("seed", 0),
+                "command": out.get("command_grpo", out["command"]), **_attempt_settings(out["setup"]),
                 "sft_pass_at_1": out["pass_at_1"]["sft"],
                 "steps": out.get("grpo_steps_run"), "pass_at_1": out["pass_at_1"]["sft_grpo"],
                 "pass_at_1_seen_templates": seen.get("sft_grpo"), "pass_at_1_held_out_templates": held.get("sft_grpo"),
@@ -538,6 +547,8 @@ def main() -> None:
     ap.add_argument("--grpo-momentum", type=float, default=0.0, help="optim.momentum (sgd only)")
     ap.add_argument("--grpo-guidance", action="store_true", help="guidance.demonstrations: one member of each "
                     "group is the task's demonstration (demonstrations.jsonl) replayed through the environment")
+    ap.add_argument("--grpo-sft-coef", type=float, default=0.0, help="guidance.sft_coef (with --grpo-guidance): "
+                    "add this times the token-mean NLL of every drawn task's verified demonstration to each update")
     ap.add_argument("--ds-rounds", type=int, default=2, help="dynamic-sampling rounds per step at most")
     ap.add_argument("--freeze-layers", type=int, default=0, help="first decoder layers kept fixed (SFT and GRPO)")
     ap.add_argument("--freeze-embeddings", action="store_true", help="keep the token embeddings (tied head) fixed")
@@ -556,6 +567,8 @@ def main() -> None:
     ap.add_argument("--result", type=Path, default=RESULT, help="the JSON written (the plot beside it, .png); "
                     "another path keeps the committed result untouched, e.g. for a sweep's runs")
     a = ap.parse_args()
+    if a.grpo_sft_coef and not a.grpo_guidance:
+        ap.error("--grpo-sft-coef trains on the demonstrations that --grpo-guidance replays: add --grpo-guidance")
     RESULT, PLOT = a.result, a.result.with_suffix(".png")
     os.environ["RLVR_THREADS"] = str(a.threads)
 

@@ -121,6 +121,13 @@ class GuidanceSection(_Strict):
     few lucky samples had in common. Only tasks that have a demonstration are drawn."""
 
     demonstrations: str | None = None  # JSONL of {"task_id", "messages"} (what `rlvr env tasks` writes); None: off
+    # adds sft_coef x the token-mean NLL of the step's verified demonstrations -- those of every drawn task, in the
+    # groups kept and in the zero-variance groups dynamic sampling drops -- to each update (PPO-ptx, Ouyang et al.
+    # 2022; SRFT/CHORD mix SFT into RL the same way). Why: the policy-gradient term moves only on the groups where
+    # the policy and the demonstration part, and on a small model those corrections share a direction (the first
+    # tool call) that spreads to every prompt; the supervised term keeps every drawn prompt's demonstrated choice in
+    # the update. 0: off. See training.losses.demonstration_nll
+    sft_coef: float = Field(0.0, ge=0.0)
 
 
 class LossSection(_Strict):
@@ -306,6 +313,9 @@ class TrainConfig(_Strict):
         if self.guidance.demonstrations and not self.rollout.environment:
             problems.append("guidance.demonstrations replays each demonstration through the environment that scores "
                             "it: set rollout.environment (e.g. workplace), or unset guidance.demonstrations")
+        if self.guidance.sft_coef and not self.guidance.demonstrations:
+            problems.append(f"guidance.sft_coef {self.guidance.sft_coef:g} trains on the tasks' demonstrations: set "
+                            "guidance.demonstrations, or set guidance.sft_coef to 0")
         sampled = g - bool(self.guidance.demonstrations)
         if self.rollout.temperature == 0 and sampled > 1:
             problems.append(

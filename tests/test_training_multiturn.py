@@ -285,7 +285,7 @@ def test_greedy_evaluation_keeps_each_tasks_episode_and_first_call(workplace, sc
     assert "episodes" not in greedy_pass_at_1(ScriptedLM(tok, script), tok, cfg, tasks[:1])
 
 
-def _guided_trainer(workplace, tmp_path, demonstrations, num_generations=4, temperature=1.0):
+def _guided_trainer(workplace, tmp_path, demonstrations, num_generations=4, temperature=1.0, sft_coef=0.0):
     from training.config_io import parse_train_config
     from training.grpo import GRPOTrainer
 
@@ -298,7 +298,7 @@ def _guided_trainer(workplace, tmp_path, demonstrations, num_generations=4, temp
         "reward": {"function": "env:binary", "allow_unaudited": True},
         "rollout": {"environment": "workplace", "num_generations": num_generations, "max_turns": 6,
                     "max_new_tokens": 12, "max_total_tokens": 4096, "temperature": temperature},
-        "guidance": {"demonstrations": str(demonstrations)},
+        "guidance": {"demonstrations": str(demonstrations), "sft_coef": sft_coef},
         "loss": {"type": "grpo"}, "overlong": {"mode": "none"}, "optim": {"lr": 1e-3, "micro_batch_size": 4},
     })
     return GRPOTrainer(cfg)
@@ -360,6 +360,36 @@ def test_greedy_guided_groups_pit_the_greedy_reply_against_the_demonstration(wor
                                  pad_token_id=trainer.tok.pad_token_id)
     assert out[0, ids.shape[1]:].tolist()[:n0] == first.completion_ids[:n0]
     _assert_one_update_raises_the_demonstrations(trainer, samples, 2)
+
+
+def test_sft_coef_adds_the_demonstrations_nll_to_the_update(workplace, tmp_path):
+    """guidance.sft_coef: the step's verified demonstrations (one per drawn task) join the update through their
+    token-mean NLL. With the policy term contributing nothing (zero advantages), the update is exactly an SFT step
+    on them: every demonstration becomes more likely, the logged NLL is the one before the step, and without the
+    term the same zero-advantage update leaves the model as it was."""
+    import torch
+
+    from training.samples import pack
+
+    trainer = _guided_trainer(workplace, tmp_path, workplace / "demonstrations.jsonl", sft_coef=1.0)
+    trainer._setup()
+    samples, _ = trainer._rollout_phase()
+    demos = [s for s in samples if s.extras["demonstration"]]
+    assert len(demos) == 2 and trainer.sft_demos == demos
+    batch = pack(demos, trainer.tok.pad_token_id)
+    with torch.no_grad():
+        lp, _ = trainer._forward_logprobs(trainer.model, batch)
+    nll = float(-(lp * batch.loss_mask).sum() / batch.loss_mask.sum())
+    before = mean_trained_logprob(trainer, batch)
+    policy = pack(samples, trainer.tok.pad_token_id)
+    weights = [p.detach().clone() for p in trainer.model.parameters()]
+    trainer.cfg.guidance.sft_coef = 0.0
+    trainer._update(policy, torch.zeros(len(samples)), sft=trainer._sft_batch())
+    assert all(torch.equal(a, b) for a, b in zip(weights, trainer.model.parameters()))
+    trainer.cfg.guidance.sft_coef = 1.0
+    out = trainer._update(policy, torch.zeros(len(samples)), sft=trainer._sft_batch())
+    assert out["sft_nll"] == pytest.approx(nll, rel=1e-3) and out["sft_demos"] == 2
+    assert bool((mean_trained_logprob(trainer, batch) - before > 0).all())
 
 
 def test_guidance_files_that_cannot_guide_are_refused_with_the_row(workplace, tmp_path):

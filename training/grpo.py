@@ -45,6 +45,7 @@ from training.losses import (
     AggregationScope,
     PolicyLossInputs,
     PolicyLossParams,
+    demonstration_nll,
     group_advantages,
     high_entropy_token_mask,
     policy_loss,
@@ -399,6 +400,8 @@ class GRPOTrainer:
         if train_pass or train_fail:
             stats["zero_variance_groups_trained"] = float(zv_trained)
         demos = [s for s in all_samples if s.extras.get("demonstration")]
+        # guidance.sft_coef's supervised term: every drawn task's demonstration the verifier passed, kept or not
+        self.sft_demos = [s for s in demos if s.passed] if cfg.guidance.sft_coef else []
         stats.update(_reward_stats([s for s in all_samples if not s.extras.get("demonstration")]))
         if demos:  # a demonstration the verifier fails is a data problem worth seeing, not a sample's luck
             stats["demo_pass_rate"] = float(np.mean([s.passed for s in demos]))
@@ -435,11 +438,11 @@ class GRPOTrainer:
             outcome = self._zero_variance_outcome(samples)
             zero_rows = {i for i, s in enumerate(samples) if s.truncated} if cfg.overlong.mode == "filter" else set()
             packed = pack(samples, self.tok.pad_token_id, zero_rows)
-            loss_stats = self._update(packed, adv, outcome)
+            loss_stats = self._update(packed, adv, outcome, self._sft_batch())
             record.update(adv_mean=float(adv.mean()), adv_std=float(adv.std()) if adv.numel() > 1 else 0.0,
                           adv_abs_max=float(adv.abs().max()))
         else:
-            loss_stats = self._update(None, None)
+            loss_stats = self._update(None, None, sft=self._sft_batch())
         sync = getattr(getattr(self, "backend", None), "sync_weights", None)
         if sync is not None:  # an inference engine (vLLM) holds its own copy of the weights
             sync()
@@ -522,10 +525,17 @@ class GRPOTrainer:
                                      self.cfg.rollout.num_generations)
         return out * ((out > 0) & train_pass | (out < 0) & train_fail)
 
-    def _update(self, packed: Any, adv: torch.Tensor | None, outcome: torch.Tensor | None = None) -> dict[str, float]:
+    def _sft_batch(self) -> Any:
+        """The step's verified demonstrations packed for guidance.sft_coef's term (None when off or none passed)."""
+        demos = getattr(self, "sft_demos", [])
+        return pack(demos, self.tok.pad_token_id) if demos else None
+
+    def _update(self, packed: Any, adv: torch.Tensor | None, outcome: torch.Tensor | None = None,
+                sft: Any = None) -> dict[str, float]:
         """num_iterations optimizer steps on one batch; micro-batches accumulate into exactly the batch gradient.
         `outcome` (per sample, see `_zero_variance_outcome`) adds RL-ZVP's token advantages, formed from the
-        entropies of the first iteration's forward."""
+        entropies of the first iteration's forward. `sft` (packed demonstrations) adds guidance.sft_coef times their
+        token-mean NLL to every iteration's loss."""
         cfg = self.cfg
         lc = self.loss_cfg
         device = next(self.model.parameters()).device
@@ -554,6 +564,7 @@ class GRPOTrainer:
         grad_norm = 0.0
         for it in range(cfg.optim.num_iterations):
             self.optimizer.zero_grad(set_to_none=True)
+            self._sft_backward(sft, device, agg if it == 0 else None)
             if not chunks:  # nothing to learn from on this rank: a zero loss keeps DDP's all-reduce in step
                 dummy = sum((p * 0).sum() for p in self.ddp_model.parameters() if p.requires_grad)
                 dummy.backward()
@@ -600,6 +611,30 @@ class GRPOTrainer:
         out = {k: v[0] / v[1] if v[1] else v[0] for k, v in agg.items()}
         out["grad_norm"] = grad_norm
         return out
+
+    def _sft_backward(self, sft: Any, device: Any, agg: dict[str, list[float]] | None) -> None:
+        """Accumulate guidance.sft_coef x the demonstrations' token-mean NLL into the gradient, micro-batch by
+        micro-batch, before the policy loss's (whose last backward is the one DDP synchronises on)."""
+        coef = self.cfg.guidance.sft_coef
+        if not coef:
+            return
+        n = 0 if sft is None else sft.input_ids.shape[0]
+        (tot_tok,) = self.dist.sum([0.0 if sft is None else float(sft.loss_mask.sum())])
+        if not n or tot_tok <= 0:
+            return
+        sft = sft.to(device)
+        mb = self.cfg.optim.micro_batch_size or n
+        for s in range(0, n, mb):
+            sub = slice_packed(sft, s, min(s + mb, n))
+            ctx = self.ddp_model.no_sync() if self.dist.world > 1 else contextlib.nullcontext()
+            with ctx:
+                lp, _ = self._forward_logprobs(self.ddp_model, sub)
+                nll = demonstration_nll(lp, sub.loss_mask, tot_tok)
+                (coef * nll * self.dist.world).backward()
+            if agg is not None:
+                _acc(agg, "sft_nll", float(nll.detach()) * tot_tok, float(sub.loss_mask.sum()))
+        if agg is not None:
+            _acc(agg, "sft_demos", float(n), 1.0, add_weight=False)
 
     def _chunk_advantages(self, adv: torch.Tensor, outcome: torch.Tensor | None, entropy: torch.Tensor,
                           mask: torch.Tensor) -> torch.Tensor:

@@ -316,6 +316,16 @@ def policy_loss(
 
 
 # ------------------------------------------------------------------------------------------------- log-probs
+def demonstration_nll(logprobs: Tensor, mask: Tensor, num_tokens: float) -> Tensor:
+    """The supervised term mixed into a policy update (guidance.sft_coef): the negative log-likelihood of the
+    demonstration tokens in `mask`, summed and divided by `num_tokens` -- the demonstration tokens of the whole step
+    (every micro-batch and process), so micro-batches add up to the step's token mean as the policy loss's
+    aggregation does. Its gradient is a policy gradient with advantage 1 on every demonstrated token."""
+    if num_tokens <= 0:
+        raise ValueError(f"num_tokens must be positive, got {num_tokens}")
+    return -(logprobs * mask).sum() / num_tokens
+
+
 def token_logprobs(logits: Tensor, targets: Tensor, temperature: float = 1.0) -> Tensor:
     """log p(target) under logits / temperature, computed as logit - logsumexp to avoid a full log_softmax copy."""
     if temperature != 1.0:
