@@ -154,10 +154,11 @@ def _grpo_setup(a: argparse.Namespace) -> str:
               if a.grpo_guidance else "")
     decoding = ("greedy rollouts (the episode greedy evaluation runs)" if a.grpo_temperature == 0
                 else f"sampling temperature {a.grpo_temperature}")
+    policy = "" if a.grpo_policy_coef == 1 else f" (the policy-gradient term x{a.grpo_policy_coef:g})"
     sft = (f", plus {a.grpo_sft_coef:g} x the token-mean NLL of every drawn task's verified demonstration "
            "(guidance.sft_coef)" if a.grpo_sft_coef else "")
     return (f"{a.grpo_batch} episodes per step ({a.grpo_group} per prompt), {how}lr {a.grpo_lr}, {optimizer}, "
-            f"loss {a.grpo_loss}, negative advantages x{a.grpo_negative_weight}, {decoding}{forks}{zvp_text}{guided}"
+            f"loss {a.grpo_loss}{policy}, negative advantages x{a.grpo_negative_weight}, {decoding}{forks}{zvp_text}{guided}"
             f"{sft}")
 
 
@@ -168,12 +169,13 @@ def _grpo_record(a: argparse.Namespace) -> dict:
             "grpo_lr": a.grpo_lr, "grpo_lora": _grpo_lora(a), "grpo_top_entropy": a.grpo_top_entropy,
             "grpo_zero_variance": _grpo_zero_variance(a), "grpo_optimizer": a.grpo_optimizer,
             "grpo_momentum": a.grpo_momentum, "grpo_guidance": a.grpo_guidance, "grpo_group": a.grpo_group,
-            "grpo_sft_coef": a.grpo_sft_coef, "seed": a.seed}
+            "grpo_sft_coef": a.grpo_sft_coef, "grpo_policy_coef": a.grpo_policy_coef, "seed": a.seed}
 
 
 # what a setup recorded before a key existed meant (the GRPO stage's settings of the sessions before it)
 _SETUP_DEFAULTS = {"negative_advantage_weight": 1.0, "grpo_temperature": 1.0, "grpo_optimizer": "adamw-bf16",
-                   "grpo_momentum": 0.0, "grpo_guidance": False, "grpo_group": 4, "grpo_sft_coef": 0.0, "seed": 0}
+                   "grpo_momentum": 0.0, "grpo_guidance": False, "grpo_group": 4, "grpo_sft_coef": 0.0,
+                   "grpo_policy_coef": 1.0, "seed": 0}
 
 
 def _attempt_settings(setup: dict) -> dict:
@@ -181,7 +183,7 @@ def _attempt_settings(setup: dict) -> dict:
     setups' missing ones at what they meant then), `grpo_temperature` under the attempts' name `temperature`."""
     keys = ("grpo", "loss", "train_reward", "negative_advantage_weight", "grpo_temperature", "grpo_lr", "grpo_lora",
             "grpo_top_entropy", "grpo_zero_variance", "grpo_optimizer", "grpo_momentum", "grpo_guidance",
-            "grpo_group", "grpo_sft_coef", "seed")
+            "grpo_group", "grpo_sft_coef", "grpo_policy_coef", "seed")
     out = {k: setup.get(k, _SETUP_DEFAULTS.get(k)) for k in keys}
     out["temperature"] = out.pop("grpo_temperature")
     return out
@@ -219,7 +221,8 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
                      "sft_coef": a.grpo_sft_coef if grpo_stage and a.grpo_guidance else 0.0},
         "loss": {"type": a.grpo_loss, "negative_advantage_weight": a.grpo_negative_weight,
                  "top_entropy_fraction": a.grpo_top_entropy, "zero_variance_alpha": a.grpo_zvp_alpha,
-                 "zero_variance_negative_alpha": a.grpo_zvp_negative_alpha},
+                 "zero_variance_negative_alpha": a.grpo_zvp_negative_alpha,
+                 "policy_coef": a.grpo_policy_coef if grpo_stage else 1.0},
         "dynamic_sampling": {"enabled": True, "max_rounds": a.ds_rounds},
         "optim": {"lr": a.grpo_lr, "optimizer": a.grpo_optimizer, "momentum": a.grpo_momentum,
                   "micro_batch_size": 4},
@@ -286,7 +289,7 @@ def grpo(cfg: Any, init_from: str, deadline: float, eval_s: float) -> tuple[Any,
     if cfg.lora.enabled:  # evaluate the merged weights: the same function, no adapter arithmetic per token
         trainer.model = trainer.model.merge_and_unload()
     keep = ("step", "reward_mean", "pass_rate", "groups_kept", "groups_sampled", "zero_variance_frac", "ds_rounds",
-            "step_time_s", "completion_len_mean", "tokens_per_s", "demo_pass_rate")
+            "step_time_s", "completion_len_mean", "tokens_per_s", "demo_pass_rate", "sft_nll", "grad_norm")
     return trainer, [{k: m.get(k) for k in keep if k in m} for m in metrics]
 
 
@@ -549,6 +552,8 @@ def main() -> None:
                     "group is the task's demonstration (demonstrations.jsonl) replayed through the environment")
     ap.add_argument("--grpo-sft-coef", type=float, default=0.0, help="guidance.sft_coef (with --grpo-guidance): "
                     "add this times the token-mean NLL of every drawn task's verified demonstration to each update")
+    ap.add_argument("--grpo-policy-coef", type=float, default=1.0, help="loss.policy_coef: 0 with --grpo-sft-coef "
+                    "trains the supervised term alone on the same drawn tasks (the ablation of the policy gradient)")
     ap.add_argument("--ds-rounds", type=int, default=2, help="dynamic-sampling rounds per step at most")
     ap.add_argument("--freeze-layers", type=int, default=0, help="first decoder layers kept fixed (SFT and GRPO)")
     ap.add_argument("--freeze-embeddings", action="store_true", help="keep the token embeddings (tied head) fixed")

@@ -145,6 +145,9 @@ class LossSection(_Strict):
     # scales negative advantages (1: GRPO; 0: reinforce only the better-than-the-group samples); see
     # training.losses.weight_negative_advantages for when a greedy pass@1 target wants less than 1
     negative_advantage_weight: float = Field(1.0, ge=0.0, le=1.0)
+    # scales the whole policy-gradient term; 0 with guidance.sft_coef trains the supervised term alone on the same
+    # rollout-drawn tasks: the ablation that says how much of a guided run's change the policy gradient made
+    policy_coef: float = Field(1.0, ge=0.0)
     normalizer: int | None = Field(None, ge=1)  # seq-mean-token-sum-norm's constant; default max_new_tokens
     # train on the top fraction of each micro-batch's completion tokens by policy entropy only (the "forking" tokens,
     # Wang et al. 2025 use 0.2); None trains on every token. See training.losses.high_entropy_token_mask
@@ -313,6 +316,9 @@ class TrainConfig(_Strict):
         if self.guidance.demonstrations and not self.rollout.environment:
             problems.append("guidance.demonstrations replays each demonstration through the environment that scores "
                             "it: set rollout.environment (e.g. workplace), or unset guidance.demonstrations")
+        if not self.loss.policy_coef and not self.guidance.sft_coef:
+            problems.append("loss.policy_coef 0 with no guidance.sft_coef leaves nothing to train: set loss.policy_coef "
+                            "above 0, or set guidance.sft_coef (with guidance.demonstrations) for a supervised-only run")
         if self.guidance.sft_coef and not self.guidance.demonstrations:
             problems.append(f"guidance.sft_coef {self.guidance.sft_coef:g} trains on the tasks' demonstrations: set "
                             "guidance.demonstrations, or set guidance.sft_coef to 0")

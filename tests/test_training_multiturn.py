@@ -390,6 +390,20 @@ def test_sft_coef_adds_the_demonstrations_nll_to_the_update(workplace, tmp_path)
     out = trainer._update(policy, torch.zeros(len(samples)), sft=trainer._sft_batch())
     assert out["sft_nll"] == pytest.approx(nll, rel=1e-3) and out["sft_demos"] == 2
     assert bool((mean_trained_logprob(trainer, batch) - before > 0).all())
+    # loss.policy_coef 0 (the supervised-only ablation): the groups' real advantages move nothing beyond that term
+    import copy
+
+    from training.losses import group_advantages
+
+    adv, _ = group_advantages(torch.tensor([s.score for s in samples]), 4)
+    start = (copy.deepcopy(trainer.model.state_dict()), copy.deepcopy(trainer.optimizer.state_dict()))
+    trainer._update(policy, torch.zeros(len(samples)), sft=trainer._sft_batch())
+    sft_only = [p.detach().clone() for p in trainer.model.parameters()]
+    trainer.model.load_state_dict(start[0])
+    trainer.optimizer.load_state_dict(start[1])
+    trainer.loss_cfg["policy_coef"] = 0.0
+    trainer._update(policy, adv, sft=trainer._sft_batch())
+    assert all(torch.allclose(a, b, atol=1e-7) for a, b in zip(sft_only, trainer.model.parameters()))
 
 
 def test_guidance_files_that_cannot_guide_are_refused_with_the_row(workplace, tmp_path):

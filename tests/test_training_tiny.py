@@ -137,6 +137,7 @@ def test_resume_after_sigkill_gives_the_uninterrupted_result(tmp_path):
     ({"model__freeze_layers": 1, "lora__enabled": True}, "with LoRA only the adapters train anyway"),
     ({"rollout__temperature": 0}, "rollout.temperature 0 decodes greedily, so the 4 sampled members of every group "
                                   "would be the same reply"),
+    ({"loss__policy_coef": 0}, "loss.policy_coef 0 with no guidance.sft_coef leaves nothing to train"),
     ({"guidance__sft_coef": 0.5}, "guidance.sft_coef 0.5 trains on the tasks' demonstrations: set "
                                   "guidance.demonstrations"),
 ])

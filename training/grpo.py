@@ -587,7 +587,7 @@ class GRPOTrainer:
                         select = high_entropy_token_mask(ent, sub.loss_mask, lc["top_entropy_fraction"])
                     inputs = PolicyLossInputs(lp, old[ci], chunk_adv[ci], sub.loss_mask, ref_lp, token_selection=select)
                     loss, st = policy_loss(inputs, params, aggregation=lc["aggregation"], scope=scope)
-                    (loss * self.dist.world).backward()
+                    (loss * (self.dist.world * lc["policy_coef"])).backward()
                 if it == 0:
                     m = sub.loss_mask
                     w = float(m.sum())
