@@ -126,7 +126,9 @@ class GuidanceSection(_Strict):
     # 2022; SRFT/CHORD mix SFT into RL the same way). Why: the policy-gradient term moves only on the groups where
     # the policy and the demonstration part, and on a small model those corrections share a direction (the first
     # tool call) that spreads to every prompt; the supervised term keeps every drawn prompt's demonstrated choice in
-    # the update. 0: off. See training.losses.demonstration_nll
+    # the update. 0: off. See training.losses.demonstration_nll. Measured on learn_workplace (session 18): it did not
+    # help there -- SGD steps on the supervised term alone moved the first call toward the stream's most common
+    # opening as GRPO's did, and lost as many test passes (benchmarks/results/learn_workplace.json)
     sft_coef: float = Field(0.0, ge=0.0)
 
 
