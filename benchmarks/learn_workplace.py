@@ -178,13 +178,10 @@ _SETUP_DEFAULTS = {"negative_advantage_weight": 1.0, "grpo_temperature": 1.0, "g
                    "grpo_policy_coef": 1.0, "seed": 0}
 
 
-def _attempt_settings(setup: dict) -> dict:
+def _attempt_settings(setup: dict, a: argparse.Namespace) -> dict:
     """A finished GRPO stage's settings for `earlier_grpo_attempts`: every key `_grpo_record` writes (the older
     setups' missing ones at what they meant then), `grpo_temperature` under the attempts' name `temperature`."""
-    keys = ("grpo", "loss", "train_reward", "negative_advantage_weight", "grpo_temperature", "grpo_lr", "grpo_lora",
-            "grpo_top_entropy", "grpo_zero_variance", "grpo_optimizer", "grpo_momentum", "grpo_guidance",
-            "grpo_group", "grpo_sft_coef", "grpo_policy_coef", "seed")
-    out = {k: setup.get(k, _SETUP_DEFAULTS.get(k)) for k in keys}
+    out = {k: setup.get(k, _SETUP_DEFAULTS.get(k)) for k in _grpo_record(a)}
     out["temperature"] = out.pop("grpo_temperature")
     return out
 
@@ -310,7 +307,7 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
         if "sft_grpo" in out["pass_at_1"]:  # a GRPO stage already ran from this SFT model: it stays on record
             seen, held = out.get("pass_at_1_seen_templates", {}), out.get("pass_at_1_held_out_templates", {})
             out.setdefault("earlier_grpo_attempts", []).append({
-                "command": out.get("command_grpo", out["command"]), **_attempt_settings(out["setup"]),
+                "command": out.get("command_grpo", out["command"]), **_attempt_settings(out["setup"], a),
                 "sft_pass_at_1": out["pass_at_1"]["sft"],
                 "steps": out.get("grpo_steps_run"), "pass_at_1": out["pass_at_1"]["sft_grpo"],
                 "pass_at_1_seen_templates": seen.get("sft_grpo"), "pass_at_1_held_out_templates": held.get("sft_grpo"),
@@ -574,6 +571,9 @@ def main() -> None:
     a = ap.parse_args()
     if a.grpo_sft_coef and not a.grpo_guidance:
         ap.error("--grpo-sft-coef trains on the demonstrations that --grpo-guidance replays: add --grpo-guidance")
+    if not a.grpo_policy_coef and not a.grpo_sft_coef:
+        ap.error("--grpo-policy-coef 0 leaves the GRPO stage nothing to train: add --grpo-sft-coef (a supervised-only "
+                 "stage) or set --grpo-policy-coef above 0")
     RESULT, PLOT = a.result, a.result.with_suffix(".png")
     os.environ["RLVR_THREADS"] = str(a.threads)
 

@@ -367,8 +367,11 @@ def test_sft_coef_adds_the_demonstrations_nll_to_the_update(workplace, tmp_path)
     token-mean NLL. With the policy term contributing nothing (zero advantages), the update is exactly an SFT step
     on them: every demonstration becomes more likely, the logged NLL is the one before the step, and without the
     term the same zero-advantage update leaves the model as it was."""
+    import copy
+
     import torch
 
+    from training.losses import group_advantages
     from training.samples import pack
 
     trainer = _guided_trainer(workplace, tmp_path, workplace / "demonstrations.jsonl", sft_coef=1.0)
@@ -391,10 +394,6 @@ def test_sft_coef_adds_the_demonstrations_nll_to_the_update(workplace, tmp_path)
     assert out["sft_nll"] == pytest.approx(nll, rel=1e-3) and out["sft_demos"] == 2
     assert bool((mean_trained_logprob(trainer, batch) - before > 0).all())
     # loss.policy_coef 0 (the supervised-only ablation): the groups' real advantages move nothing beyond that term
-    import copy
-
-    from training.losses import group_advantages
-
     adv, _ = group_advantages(torch.tensor([s.score for s in samples]), 4)
     start = (copy.deepcopy(trainer.model.state_dict()), copy.deepcopy(trainer.optimizer.state_dict()))
     trainer._update(policy, torch.zeros(len(samples)), sft=trainer._sft_batch())

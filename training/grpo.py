@@ -165,6 +165,7 @@ class GRPOTrainer:
         self.share_prompts = True  # compute each group's prompt once (exact; see training/logprobs.py)
         self.autocast_bf16 = False  # set from cfg in _setup
         self.device_type = "cpu"
+        self.sft_demos: list[Sample] = []  # the step's verified demonstrations (guidance.sft_coef), set per rollout
 
     # ------------------------------------------------------------------------------------------- setup
     def _setup(self) -> None:
@@ -527,8 +528,7 @@ class GRPOTrainer:
 
     def _sft_batch(self) -> Any:
         """The step's verified demonstrations packed for guidance.sft_coef's term (None when off or none passed)."""
-        demos = getattr(self, "sft_demos", [])
-        return pack(demos, self.tok.pad_token_id) if demos else None
+        return pack(self.sft_demos, self.tok.pad_token_id) if self.sft_demos else None
 
     def _update(self, packed: Any, adv: torch.Tensor | None, outcome: torch.Tensor | None = None,
                 sft: Any = None) -> dict[str, float]:
