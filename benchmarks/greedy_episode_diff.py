@@ -18,23 +18,29 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
-def episodes(model_dir: str, data: Path, tasks: list, precision: str, threads: int, batch: int) -> tuple[dict, float]:
+def eval_config(work: Path, tools: str, max_turns: int, max_new_tokens: int, precision: str, threads: int) -> Any:
+    """The config learn_workplace evaluates with, built by learn_workplace's own `_config` from its own flags, so
+    the tool loop's turn and token limits are the ones the compared run used and no copy of them is kept here."""
+    from learn_workplace import _config, build_parser
+
+    lw = build_parser().parse_args(["--work", str(work), "--tools", tools, "--max-turns", str(max_turns),
+                                    "--max-new-tokens", str(max_new_tokens), "--precision", precision,
+                                    "--threads", str(threads)])
+    return _config(lw, work / f"data-{tools}", threads, "episode-diff", "env:binary", steps=1)
+
+
+def episodes(model_dir: str, cfg: Any, tasks: list, threads: int, batch: int) -> tuple[dict, float]:
     """task id -> the greedy episode of the policy in `model_dir`, and the seconds it took."""
-    from training.config_io import parse_train_config
     from training.model import load_model
     from training.train_eval import greedy_pass_at_1
 
-    cfg = parse_train_config({
-        "data": {"path": str(data)}, "reward": {"function": "env:binary", "allow_unaudited": True},
-        "model": {"precision": precision},
-        "rollout": {"environment": "workplace", "max_turns": 6, "max_new_tokens": 128, "max_total_tokens": 3072},
-    })
     model, tok = load_model(model_dir, threads=threads)
     t0 = time.time()
     r = greedy_pass_at_1(model, tok, cfg, tasks, batch=batch, keep_episodes=True)
@@ -72,7 +78,7 @@ def compare(tasks: list, before: dict, after: dict) -> dict:
 
 def main() -> None:
     from generators.task_io import atomic_write_bytes
-    from learn_workplace import test_sample
+    from learn_workplace import build_parser, test_sample
     from training.model import configure_threads
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -83,7 +89,12 @@ def main() -> None:
     ap.add_argument("--eval-tasks", type=int, default=48)
     ap.add_argument("--subset", choices=["seen", "held_out", "all"], default="all",
                     help="the test tasks of templates training saw, of the held-out templates, or both")
-    ap.add_argument("--precision", default="bf16-autocast", choices=["fp32", "bf16-autocast"])
+    lw = build_parser()
+    ap.add_argument("--max-turns", type=int, default=lw.get_default("max_turns"),
+                    help="the compared run's learn_workplace --max-turns (its default when not given)")
+    ap.add_argument("--max-new-tokens", type=int, default=lw.get_default("max_new_tokens"),
+                    help="the compared run's learn_workplace --max-new-tokens")
+    ap.add_argument("--precision", default=lw.get_default("precision"), choices=["fp32", "bf16-autocast"])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=48)
     ap.add_argument("--result", type=Path, default=ROOT / "benchmarks" / "results" / "greedy_episode_diff.json")
@@ -95,8 +106,9 @@ def main() -> None:
     tasks = test_sample(data, a.eval_tasks)
     if a.subset != "all":
         tasks = [t for t in tasks if bool(t.metadata.get("held_out_template")) == (a.subset == "held_out")]
-    before, s_before = episodes(a.before, data, tasks, a.precision, threads, a.batch)
-    after, s_after = episodes(a.after, data, tasks, a.precision, threads, a.batch)
+    cfg = eval_config(a.work, a.tools, a.max_turns, a.max_new_tokens, a.precision, threads)
+    before, s_before = episodes(a.before, cfg, tasks, threads, a.batch)
+    after, s_after = episodes(a.after, cfg, tasks, threads, a.batch)
     out = {"benchmark": "greedy_episode_diff",
            "command": f".venv/bin/python benchmarks/greedy_episode_diff.py {' '.join(sys.argv[1:])}",
            "before": a.before, "after": a.after, "subset": a.subset,

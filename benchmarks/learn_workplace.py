@@ -501,8 +501,9 @@ def part_noise(a: argparse.Namespace, out: dict, data: Path, test: list, threads
     _write(out)
 
 
-def main() -> None:
-    global RESULT, PLOT
+def build_parser() -> argparse.ArgumentParser:
+    """The benchmark's flags; `greedy_episode_diff.py` parses its evaluation flags with it too, so both build the
+    same evaluation config from the same defaults."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--part", choices=["all", "main", "strict", "noise"], default="all",
                     help="noise: the SFT model nudged by +-sigma per weight (--noise-sigma), evaluated per seed")
@@ -568,6 +569,12 @@ def main() -> None:
                     "only the GRPO stage's)")
     ap.add_argument("--result", type=Path, default=RESULT, help="the JSON written (the plot beside it, .png); "
                     "another path keeps the committed result untouched, e.g. for a sweep's runs")
+    return ap
+
+
+def main() -> None:
+    global RESULT, PLOT
+    ap = build_parser()
     a = ap.parse_args()
     if a.grpo_sft_coef and not a.grpo_guidance:
         ap.error("--grpo-sft-coef trains on the demonstrations that --grpo-guidance replays: add --grpo-guidance")
