@@ -53,6 +53,34 @@ def prints(completion):
     print("noise on stdout must not break the protocol")
     return 1.0
 
+def writes_file(completion, path):
+    with open(path, "w") as f:
+        f.write(completion)
+    return 1.0
+
+def writes_tmp(completion):
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", delete=False) as f:
+        f.write(completion)
+    return float(open(f.name).read() == completion)
+
+def starts_process(completion):
+    import subprocess
+    subprocess.run(["true"], check=True)
+    return 1.0
+
+def forks_raw(completion):
+    import ctypes
+    pid = ctypes.CDLL(None, use_errno=True).fork()  # past Python's guard: only the kernel's filter stops it
+    if pid == 0:
+        os._exit(0)
+    return float(min(pid, 1))  # -1 refused, 1 a child started
+
+def uses_threads(completion):
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(2) as ex:
+        return float(sum(ex.map(len, [completion, completion])))
+
 def connects(completion, port):
     import socket
     socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -134,6 +162,52 @@ def test_no_network(box, user_file):
         assert score_batch(_r(user_file, "connects"), ["x"], [{"port": port}], sandbox=False)[0].score == 1.0
     finally:
         server.close()
+
+
+def _landlock_missing() -> str:
+    import ctypes
+
+    abi = ctypes.CDLL(None, use_errno=True).syscall(444, None, 0, 1)  # landlock_create_ruleset(VERSION)
+    return "" if abi >= 1 else "this kernel has no Landlock"
+
+
+def test_rewards_write_only_in_their_private_tmpdir(box, user_file, tmp_path):
+    if _landlock_missing():
+        pytest.skip(_landlock_missing())
+    target = tmp_path / "checkpoint.bin"
+    target.write_text("weights")
+    new = tmp_path / "new.txt"
+    res = score_batch(_r(user_file, "writes_file"), ["x", "y"], [{"path": str(target)}, {"path": str(new)}],
+                      sandbox=box)
+    assert all(r.score is None and "Permission denied" in r.reason for r in res), res
+    assert target.read_text() == "weights" and not new.exists()
+    assert score_batch(_r(user_file, "writes_tmp"), ["x"], [{}], sandbox=box)[0].score == 1.0
+    assert box.info["filesystem_isolation"] == "landlock", box.info
+    with Sandbox(SandboxLimits(filesystem=True), workers=1) as open_box:  # allowed again, explicitly
+        assert score_batch(_r(user_file, "writes_file"), ["x"], [{"path": str(new)}], sandbox=open_box)[0].score == 1.0
+        tmpdir = open_box.info["writable"]
+    assert new.read_text() == "x" and tmpdir == ""
+
+
+def test_rewards_cannot_start_processes_but_can_use_threads(box, user_file):
+    (res,) = score_batch(_r(user_file, "starts_process"), ["x"], [{}], sandbox=box)
+    assert res.score is None and "starting processes is disabled inside the reward sandbox" in res.reason
+    assert box.info["process_isolation"] == "seccomp", box.info
+    assert score_batch(_r(user_file, "forks_raw"), ["x"], [{}], sandbox=box)[0].score == -1.0
+    assert score_batch(_r(user_file, "uses_threads"), ["abc"], [{}], sandbox=box)[0].score == 6.0
+    with Sandbox(SandboxLimits(subprocesses=True), workers=1) as open_box:
+        assert score_batch(_r(user_file, "starts_process"), ["x"], [{}], sandbox=open_box)[0].score == 1.0
+        assert score_batch(_r(user_file, "forks_raw"), ["x"], [{}], sandbox=open_box)[0].score == 1.0
+
+
+def test_a_stopped_workers_private_tmpdir_is_removed(user_file):
+    import os
+
+    with Sandbox(SandboxLimits(), workers=1) as sb:
+        assert score_batch(_r(user_file, "writes_tmp"), ["x"], [{}], sandbox=sb)[0].score == 1.0
+        tmpdir = sb.info["writable"]
+        assert os.path.isdir(tmpdir) and os.listdir(tmpdir)
+    assert not os.path.exists(tmpdir)
 
 
 def test_closures_are_shipped_by_value(box):

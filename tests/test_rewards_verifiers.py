@@ -257,6 +257,21 @@ def test_code_tests_pass_fail_and_isolation():
     assert "ended early" in res[2].reason and "limit" in res[3].reason and res[4].reason.startswith("format")
 
 
+def test_code_under_test_writes_only_in_its_folder_and_starts_no_process(tmp_path):
+    v = CodeTests(timeout_s=5)
+    tests = ["assert add(1, 2) == 3"]
+    target = tmp_path / "dataset.parquet"
+    target.write_text("rows")
+    fence = "```python\n{}\ndef add(a, b):\n    return a + b\n```".format
+    vandal = fence(f"open({str(target)!r}, 'w').write('gone')")
+    spawns = fence("import subprocess\nsubprocess.run(['true'])")
+    scratch = fence("open('scratch.txt', 'w').write('ok')")
+    res = score_batch(v, [vandal, spawns, scratch], [{"tests": tests}] * 3)
+    assert [r.passed for r in res] == [False, False, True], res
+    assert "Permission denied" in res[0].reason and target.read_text() == "rows"
+    assert "starting processes is disabled" in res[1].reason
+
+
 # ---------------------------------------------------------------- judge
 
 

@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 from rewards.protocol import error_result
 from rewards.reward import Reward
 from rewards.sandbox.framing import FrameBuffer, encode, write_all
+from rewards.sandbox.isolation import remove_private_tmpdir
 from schemas.rewards import RewardResult
 
 
@@ -38,11 +39,14 @@ class SandboxError(RuntimeError):
 class SandboxLimits:
     """Limits for user reward code. `timeout_s` is per call; `memory_mb` caps each worker's address space
     (RLIMIT_AS, so it counts virtual memory: keep it >= 512); `network=False` isolates the workers where the
-    platform allows (see `rewards.sandbox.isolation`)."""
+    platform allows, `filesystem=False` lets them write only in a private TMPDIR, `subprocesses=False` stops them
+    starting processes (see `rewards.sandbox.isolation`; `Sandbox.info` says what is in force)."""
 
     timeout_s: float = 10.0
     memory_mb: int = 2048
     network: bool = False
+    filesystem: bool = False
+    subprocesses: bool = False
     grace_s: float = 2.0
     load_timeout_s: float = 60.0
     max_consecutive_crashes: int = 16
@@ -73,8 +77,7 @@ class _Worker:
         # -P: no current folder in front of sys.path (a user's `math.py` must not shadow the standard library);
         # the parent's own sys.path entries are appended *after* the worker's, by the worker itself.
         cmd = [sys.executable, "-P", "-m", "rewards.sandbox.worker", "--memory-mb", str(limits.memory_mb)]
-        if limits.network:
-            cmd.append("--network")
+        cmd += [f"--{name}" for name in ("network", "filesystem", "subprocesses") if getattr(limits, name)]
         env = dict(os.environ)
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = root
@@ -139,6 +142,7 @@ class _Worker:
                 f.close()  # type: ignore[union-attr]
             except OSError:
                 pass
+        remove_private_tmpdir(self.info.get("writable", ""))
         return code
 
     def stop(self) -> None:

@@ -1,6 +1,7 @@
-"""A sandbox worker: `python -m rewards.sandbox.worker --memory-mb N [--network]`.
+"""A sandbox worker: `python -m rewards.sandbox.worker --memory-mb N [--network] [--filesystem] [--subprocesses]`.
 
-It leaves the network and caps its memory *before* importing any user code, then loops: read a chunk of
+It leaves the network, caps its memory, confines its writes to a private TMPDIR and gives up starting processes
+(`rewards.sandbox.isolation`) *before* importing any user code, then loops: read a chunk of
 (index, item, row fields) from stdin, call the reward on each under a per-call alarm, and write one result frame
 per call (so the parent always knows which call a hang or crash belongs to). User code's prints go to stderr; the
 protocol uses a private duplicate of the original stdout.
@@ -51,6 +52,9 @@ def _watch_parent() -> None:
         while True:
             time.sleep(1.0)
             if os.getppid() != parent:
+                from rewards.sandbox.isolation import remove_private_tmpdir
+
+                remove_private_tmpdir(os.environ.get("TMPDIR", ""))  # nobody else will
                 os._exit(0)
 
     threading.Thread(target=watch, name="rlvr-parent-watch", daemon=True).start()
@@ -60,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--memory-mb", type=int, default=0)
     parser.add_argument("--network", action="store_true")
+    parser.add_argument("--filesystem", action="store_true", help="allow writes outside the private TMPDIR")
+    parser.add_argument("--subprocesses", action="store_true", help="allow starting processes")
     args = parser.parse_args(argv)
 
     proto_out = os.dup(1)
@@ -69,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
 
-    from rewards.sandbox.isolation import isolate_network, limit_memory
+    from rewards.sandbox.isolation import confine, isolate_network, limit_memory, remove_private_tmpdir
 
     net, why = ("allowed", "") if args.network else isolate_network()
     # imports the protocol needs, before the memory cap, so the cap is what user code gets
@@ -83,12 +89,14 @@ def main(argv: list[str] | None = None) -> int:
     limit_memory(args.memory_mb)
     signal.signal(signal.SIGALRM, _on_alarm)
     _watch_parent()
+    confined = confine(args.filesystem, args.subprocesses)  # after the watcher's thread: no fork needed past here
     write_all(proto_out, encode(("hello", {"pid": os.getpid(), "network_isolation": net, "why": why,
-                                           "memory_mb": args.memory_mb})))
+                                           "memory_mb": args.memory_mb, **confined})))
     loaded: dict[str, tuple[Any, Binding, str] | str] = {}
     while True:
         msg = read_frame(proto_in)
         if msg is None or msg[0] == "exit":
+            remove_private_tmpdir(confined["writable"])
             return 0
         _, chunk_id, key, payload, kind, version, timeout_s, calls = msg
         if key not in loaded:

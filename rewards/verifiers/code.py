@@ -1,9 +1,9 @@
 """Code verifier: run the completion's code against the row's unit tests in an isolated child process.
 
 Why a child process per sample even when the reward itself is trusted: the code under test is model-written.
-The child leaves the network, has an address-space cap and a wall-clock limit, runs in a temporary folder, and
-reports per-test results tagged with a nonce it only learns after the candidate code has run (see
-`code_harness.py`). `tests` is a list of snippets (`assert f(2) == 4`) or one block of test code; components give the
+The child leaves the network, has an address-space cap and a wall-clock limit, runs in a temporary folder (the
+only place it may write), cannot start processes, and reports per-test results tagged with a nonce it only learns
+after the candidate code has run (see `code_harness.py`). `tests` is a list of snippets (`assert f(2) == 4`) or one block of test code; components give the
 fraction of tests passed (partial credit for shaping).
 """
 

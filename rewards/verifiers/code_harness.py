@@ -1,9 +1,11 @@
 """Runs model-written code against unit tests in a throw-away process: `python -I code_harness.py JOB.json`.
 
-Executed as a script (not imported by the studio): it leaves the network and caps its memory first, then reads
-the job (code, tests, limits), then reads a nonce from stdin *after* executing the candidate code, and prints one
-`<nonce> <i> pass|fail <message>` line per test. The parent counts only lines carrying the nonce, so code that
-exits early (`os._exit(0)`) or prints fake results at import time cannot score; the tests run after the code.
+Executed as a script (not imported by the studio): it reads the job (code, tests, limits) and deletes it, then
+leaves the network, caps its memory, confines its writes to its working folder (the job's temporary folder, which
+the parent removes) and gives up starting processes (`restrict_child`). It reads a nonce from stdin *after*
+executing the candidate code, and prints one `<nonce> <i> pass|fail <message>` line per test. The parent counts
+only lines carrying the nonce, so code that exits early (`os._exit(0)`) or prints fake results at import time
+cannot score; the tests run after the code.
 Known limit: code that runs in the same process could in principle inspect the harness's memory during a test.
 """
 
@@ -17,7 +19,7 @@ def _isolate(memory_mb, network):
     sys.path.insert(0, root)
     from rewards.sandbox.isolation import restrict_child
 
-    info = restrict_child(memory_mb, network)
+    info = restrict_child(memory_mb, network, writable=[os.getcwd()])  # the job's folder, which the parent removes
     sys.path.remove(root)
     for name in [m for m in sys.modules if m == "rewards" or m.startswith(("rewards.", "schemas"))]:
         del sys.modules[name]

@@ -175,7 +175,9 @@ def _print_summary(reward: Any, records: list[dict[str, Any]], s: dict[str, Any]
     t.add_row("errors", f"[red]{s['errors']}[/red]" if s["errors"] else "0")
     box = s["sandbox"]
     t.add_row("sandbox", box.get("sandbox") or f"{box.get('workers')} workers, network {box.get('network_isolation')}, "
-                                               f"{box.get('memory_mb')} MiB, {box.get('timeout_s')}s per call")
+                                               f"writes {box.get('filesystem_isolation')}, processes "
+                                               f"{box.get('process_isolation')}, {box.get('memory_mb')} MiB, "
+                                               f"{box.get('timeout_s')}s per call")
     console.print(t)
     if s["histogram"]:
         h = Table(title="score histogram")
