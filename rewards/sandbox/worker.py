@@ -88,8 +88,9 @@ def main(argv: list[str] | None = None) -> int:
             sys.path.append(p)
     limit_memory(args.memory_mb)
     signal.signal(signal.SIGALRM, _on_alarm)
+    # before any thread starts: Landlock and seccomp bind the calling thread and the threads it starts later
+    confined = confine(args.filesystem, args.subprocesses)
     _watch_parent()
-    confined = confine(args.filesystem, args.subprocesses)  # after the watcher's thread: no fork needed past here
     write_all(proto_out, encode(("hello", {"pid": os.getpid(), "network_isolation": net, "why": why,
                                            "memory_mb": args.memory_mb, **confined})))
     loaded: dict[str, tuple[Any, Binding, str] | str] = {}
