@@ -2,7 +2,8 @@
 
 Measures (JSON to benchmarks/results/reward_throughput.json):
 - `sandbox_batch`: one large batch of a user reward loaded from a file, scored in the persistent sandbox pool
-  (isolated workers: network namespace, memory cap, per-call time limit) — the path of `rlvr reward test` and the
+  (isolated workers: network namespace, memory cap, writes only in a private TMPDIR, no new processes,
+  per-call time limit) — the path of `rlvr reward test` and the
   audit. Target: >= 5,000 calls/s.
 - `sandbox_small_batches`: the same reward in batches of 8 (a GRPO step's group) — latency per batch.
 - `in_process`: the same function without a sandbox (the upper bound), and a built-in verifier (NumericMatch).
@@ -77,6 +78,8 @@ def main() -> None:
         med = statistics.median(times)
         result["sandbox_batch"] = {
             "workers": box.n_workers, "network_isolation": box.info["network_isolation"],
+            "filesystem_isolation": box.info["filesystem_isolation"],
+            "process_isolation": box.info["process_isolation"],
             "memory_mb": limits.memory_mb, "timeout_s": limits.timeout_s, "seconds_median": med,
             "seconds_all": times, "calls_per_s": n / med, "first_batch_incl_load_s": warm,
         }
