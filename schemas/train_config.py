@@ -114,8 +114,9 @@ class RolloutSection(_Strict):
 
 class GuidanceSection(_Strict):
     """Demonstration-guided groups (off-policy guidance, as in LUFFY, Yan et al. 2025): one member of every group
-    is the task's demonstration replayed through the environment, scored by the same verifier as the sampled
-    members; the rest are sampled. Why: a group whose samples all fail carries no GRPO signal, and a small model's
+    is the task's demonstration, scored like the sampled members -- with `rollout.environment`, replayed through the
+    environment and judged by its verifier; on single-turn tasks, the demonstration's one reply scored by the run's
+    reward. The rest are sampled. Why: a group whose samples all fail carries no GRPO signal, and a small model's
     own passes are few and alike; the replayed demonstration puts a verified pass into every group, so the update
     pulls toward the demonstrated call sequence of *that* task, prompt by prompt, rather than toward whatever the
     few lucky samples had in common. Only tasks that have a demonstration are drawn."""
@@ -315,9 +316,6 @@ class TrainConfig(_Strict):
             problems.append("rollout.max_turns > 1 needs rollout.environment (e.g. workplace) to answer tool calls")
         if self.rollout.environment and self.rollout.backend == "vllm":
             problems.append("multi-turn environments run on rollout.backend: transformers for now; unset vllm")
-        if self.guidance.demonstrations and not self.rollout.environment:
-            problems.append("guidance.demonstrations replays each demonstration through the environment that scores "
-                            "it: set rollout.environment (e.g. workplace), or unset guidance.demonstrations")
         if not self.loss.policy_coef and not self.guidance.sft_coef:
             problems.append("loss.policy_coef 0 with no guidance.sft_coef leaves nothing to train: set loss.policy_coef "
                             "above 0, or set guidance.sft_coef (with guidance.demonstrations) for a supervised-only run")

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from training.rollout import SamplingParams
-from policy_probe import mean_trained_logprob
+from policy_probe import assert_one_update_raises_the_demonstrations, mean_trained_logprob
 
 CALL = '<tool_call>{"name": "email_search_emails", "arguments": {"query": "status"}}</tool_call>'
 FINAL = "Nothing needed to change."
@@ -304,24 +304,6 @@ def _guided_trainer(workplace, tmp_path, demonstrations, num_generations=4, temp
     return GRPOTrainer(cfg)
 
 
-def _assert_one_update_raises_the_demonstrations(trainer, samples, g):
-    """One update on the guided groups: every demonstration more likely, every policy episode less likely, and the
-    log-probs recorded at generation equal to the trainer's (on the policy's rows: a demonstration has none)."""
-    import torch
-
-    from training.losses import group_advantages
-    from training.samples import pack
-
-    demo = torch.tensor([bool(s.extras["demonstration"]) for s in samples])
-    batch = pack(samples, trainer.tok.pad_token_id)
-    before = mean_trained_logprob(trainer, batch)
-    adv, _ = group_advantages(torch.tensor([s.score for s in samples]), g)
-    out = trainer._update(batch, adv)
-    delta = mean_trained_logprob(trainer, batch) - before
-    assert bool((delta[demo] > 0).all()) and bool((delta[~demo] < 0).all()), delta.tolist()
-    assert out["logprob_gen_gap"] < 0.05
-
-
 def test_guided_groups_train_toward_the_demonstration_when_every_sample_fails(workplace, tmp_path):
     """End to end through the trainer: a random model fails every episode, so without guidance every group is
     zero-variance and there is nothing to learn; with guidance each group is 3 failed samples + 1 verified
@@ -336,7 +318,7 @@ def test_guided_groups_train_toward_the_demonstration_when_every_sample_fails(wo
     demo = torch.tensor([bool(s.extras["demonstration"]) for s in samples])
     assert demo.tolist() == [False, False, False, True] * 2
     assert stats["groups_kept"] == 2 and stats["demo_pass_rate"] == 1.0 and stats["pass_rate"] == 0.0
-    _assert_one_update_raises_the_demonstrations(trainer, samples, 4)
+    assert_one_update_raises_the_demonstrations(trainer, samples, 4)
 
 
 def test_greedy_guided_groups_pit_the_greedy_reply_against_the_demonstration(workplace, tmp_path):
@@ -359,7 +341,7 @@ def test_greedy_guided_groups_pit_the_greedy_reply_against_the_demonstration(wor
     out = trainer.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n0, do_sample=False,
                                  pad_token_id=trainer.tok.pad_token_id)
     assert out[0, ids.shape[1]:].tolist()[:n0] == first.completion_ids[:n0]
-    _assert_one_update_raises_the_demonstrations(trainer, samples, 2)
+    assert_one_update_raises_the_demonstrations(trainer, samples, 2)
 
 
 def test_sft_coef_adds_the_demonstrations_nll_to_the_update(workplace, tmp_path):

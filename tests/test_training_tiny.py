@@ -16,7 +16,7 @@ import yaml
 from typer.testing import CliRunner
 
 from studio.cli import app
-from policy_probe import mean_trained_logprob
+from policy_probe import assert_one_update_raises_the_demonstrations, mean_trained_logprob
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "examples" / "configs" / "tiny.yaml"
@@ -132,8 +132,6 @@ def test_resume_after_sigkill_gives_the_uninterrupted_result(tmp_path):
     ({"reward__allow_unaudited": False}, "reward.allow_unaudited: true"),
     ({"overlong__buffer_tokens": 40}, "must be below rollout.max_new_tokens"),
     ({"rollout__max_turns": 3}, "needs rollout.environment"),
-    ({"guidance__demonstrations": "demos.jsonl"}, "guidance.demonstrations replays each demonstration through the "
-                                                   "environment that scores it: set rollout.environment"),
     ({"model__freeze_layers": 1, "lora__enabled": True}, "with LoRA only the adapters train anyway"),
     ({"rollout__temperature": 0}, "rollout.temperature 0 decodes greedily, so the 4 sampled members of every group "
                                   "would be the same reply"),
@@ -391,3 +389,66 @@ def test_lora_layers_outside_the_model_are_refused(tmp_path):
     result = runner.invoke(app, ["train", str(cfg)])
     assert result.exit_code != 0
     assert "lora.layers [2]: the model has 2 decoder layers (0..1)" in " ".join(result.output.split()), result.output
+
+
+def _arithmetic_demonstrations(tmp_path: Path, wrong_every: int = 0) -> tuple[Path, set[str]]:
+    """The arithmetic demonstrations, every `wrong_every`-th one given a wrong answer (0: none); the wrong task ids."""
+    rows = [json.loads(x) for x in (ROOT / "examples" / "arithmetic" / "demonstrations.jsonl").read_text().splitlines()]
+    wrong = set()
+    for i, row in enumerate(rows):
+        if wrong_every and i % wrong_every == 0:
+            row["messages"][-1]["content"] = "<answer>-99999</answer>"
+            wrong.add(row["task_id"])
+    path = tmp_path / "demos.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path, wrong
+
+
+def test_single_turn_guided_groups_end_with_the_demonstration_scored_by_the_reward(tmp_path):
+    """guidance.demonstrations on single-turn tasks (no environment): each group is its sampled completions plus
+    the task's demonstrated reply, with the group's prompt tokens, trained on, and scored by the run's reward -- a
+    wrong demonstration fails like a sample, it is never assumed to pass. A random model fails every sample of the
+    strict reward, so without guidance nothing would be learned; with it, one update makes every demonstration more
+    likely and every failed sample less likely."""
+    from training.config_io import load_train_config
+    from training.grpo import GRPOTrainer
+    from training.rollout import SamplingParams
+
+    demos, wrong = _arithmetic_demonstrations(tmp_path, wrong_every=2)
+    strict = str(ROOT / "examples" / "arithmetic" / "reward.py") + ":tagged_answer"
+    trainer = GRPOTrainer(load_train_config(_tiny_yaml(tmp_path, guidance__demonstrations=str(demos),
+                                                       reward__function=strict, overlong__mode="none")))
+    trainer._setup()
+    tasks = [next(t for t in trainer.tasks if t.id in wrong), next(t for t in trainer.tasks if t.id not in wrong)]
+    samples = trainer.collect(tasks, 4, SamplingParams(max_new_tokens=16, temperature=1.0, seed=0))
+    assert [s.group for s in samples] == [0] * 4 + [1] * 4
+    assert [bool(s.extras.get("demonstration")) for s in samples] == [False, False, False, True] * 2
+    for s in samples:
+        assert s.prompt_ids == samples[4 * s.group].prompt_ids and len(s.completion_ids) == len(s.loss_mask)
+    bad, good = samples[3], samples[7]
+    assert bad.result.passed is False and "-99999" in bad.text
+    assert good.result.passed is True and good.loss_mask == [1] * len(good.completion_ids)
+    assert trainer.tok.decode(good.completion_ids) == f"<answer>{tasks[1].answer}</answer><|im_end|>"
+    assert not any(s.result.passed for s in samples if not s.extras.get("demonstration"))
+
+    kept, stats = trainer._rollout_phase()  # groups whose demonstration is wrong are zero-variance: dropped
+    assert stats["groups_kept"] >= 1 and 0 < stats["demo_pass_rate"] < 1 and stats["pass_rate"] == 0.0
+    assert all(s.passed == bool(s.extras.get("demonstration")) for s in kept)
+    for s in kept:
+        s.score = float(s.passed)
+    assert_one_update_raises_the_demonstrations(trainer, kept, 4)
+
+
+def test_a_single_turn_demonstration_with_several_replies_is_refused_naming_the_task(tmp_path):
+    from training.config_io import load_train_config
+    from training.grpo import GRPOTrainer, TrainingError
+
+    demos, _ = _arithmetic_demonstrations(tmp_path)
+    rows = [json.loads(x) for x in demos.read_text().splitlines()]
+    for row in rows:
+        row["messages"] += [{"role": "user", "content": "and?"}, {"role": "assistant", "content": "<answer>1</answer>"}]
+    demos.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    trainer = GRPOTrainer(load_train_config(_tiny_yaml(tmp_path, guidance__demonstrations=str(demos))))
+    trainer._setup()
+    with pytest.raises(TrainingError, match=r"task arith-\d+ has 2 assistant replies; a single-turn task"):
+        trainer._rollout_phase()

@@ -293,11 +293,19 @@ class GRPOTrainer:
         system = cfg.rollout.system_prompt
 
         def collect(tasks: list[TaskRow], g: int, params: SamplingParams) -> list[Sample]:
+            from training.guidance import GuidanceError, append_demonstrations
             from training.samples import samples_from_batch
 
             prompts = [task_messages(t, system) for t in tasks]
-            rb = backend.generate(prompts, g, params)
+            guided = self.demonstrations is not None
+            rb = backend.generate(prompts, g - guided, params)
             samples = samples_from_batch(rb, [t.id for t in tasks])
+            if guided:  # each group: its sampled members, then the task's demonstration
+                try:
+                    samples = append_demonstrations(samples, tasks, self.demonstrations, self.tok,
+                                                    cfg.rollout.max_new_tokens)
+                except GuidanceError as exc:
+                    raise TrainingError(str(exc)) from exc
             rows = [row_fields(tasks[s.group]) for s in samples]
             for s, r in zip(samples, self.reward.score_batch([s.text for s in samples], rows)):
                 s.result = r

@@ -1,18 +1,25 @@
 """Demonstration-guided groups (`guidance.demonstrations`, see `schemas.train_config.GuidanceSection`): the
-demonstrations file read into each task's assistant replies, which the environment collector replays turn by turn
-through the real tool loop (`training.multiturn.EnvironmentCollector`), so a demonstration is tokenised, masked
-and scored exactly like a sampled episode of the same task.
+demonstrations file read into each task's assistant replies. With an environment, the collector replays them turn
+by turn through the real tool loop (`training.multiturn.EnvironmentCollector`), so a demonstration is tokenised,
+masked and scored exactly like a sampled episode of the same task. Without one (single-turn tasks), the task's one
+reply becomes one more member of its group (`append_demonstrations`): the group's prompt tokens, the reply's tokens
+and the end token, scored by the run's reward like the sampled completions.
 
 Why replies and not the stored tool results: the environment answers the replayed calls itself, so a demonstration
 whose calls no longer fit the world (a stale file, another seed) fails the verifier and gets no positive
-advantage, instead of teaching a transcript the environment would not produce.
+advantage, instead of teaching a transcript the environment would not produce. In the single-turn case the same
+holds through the reward: a demonstration with a wrong answer scores as a fail.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from schemas.task import TaskRow
+    from training.samples import Sample
 
 
 class GuidanceError(ValueError):
@@ -44,4 +51,40 @@ def demonstration_replies(path: str | Path) -> dict[str, list[str]]:
         if not replies:
             raise GuidanceError(f"{path}: row {i} (task {task_id}): no assistant message to replay")
         out.setdefault(task_id, replies)
+    return out
+
+
+def append_demonstrations(samples: list[Sample], tasks: list[TaskRow], replies: dict[str, list[str]], tok: Any,
+                          max_new_tokens: int) -> list[Sample]:
+    """Each group's sampled members followed by its task's demonstration as one more member: the group's prompt
+    tokens, the reply's tokens and the end token, all trained on, with generation log-probs 0 (nothing sampled them;
+    `Sample.extras["demonstration"]` tells the loss), cut at `max_new_tokens` like a sample (then truncated).
+
+    Single-turn only: a demonstration with several assistant replies is refused, since there is no environment to
+    answer between them."""
+    from training.samples import Sample
+
+    by_group: dict[int, list[Sample]] = {}
+    for s in samples:
+        by_group.setdefault(s.group, []).append(s)
+    eos = tok.eos_token_id
+    out: list[Sample] = []
+    for gi, task in enumerate(tasks):
+        members = by_group.get(gi, [])
+        if not members:
+            raise GuidanceError(f"task {task.id}: no sampled member to take the prompt tokens from")
+        if task.id not in replies:
+            raise GuidanceError(f"guidance.demonstrations: no demonstration for task {task.id}")
+        if len(replies[task.id]) != 1:
+            raise GuidanceError(f"guidance.demonstrations: task {task.id} has {len(replies[task.id])} assistant "
+                                "replies; a single-turn task (no rollout.environment) takes exactly one")
+        for m in members:  # as the environment collector marks them
+            m.extras.setdefault("demonstration", False)
+        text = replies[task.id][0]
+        ids = list(tok(text, add_special_tokens=False)["input_ids"]) + ([eos] if eos is not None else [])
+        cut = len(ids) > max_new_tokens
+        ids = ids[:max_new_tokens]
+        out += members + [Sample(group=gi, task_id=task.id, prompt_ids=list(members[0].prompt_ids),
+                                 completion_ids=ids, loss_mask=[1] * len(ids), logprobs=[0.0] * len(ids),
+                                 truncated=cut, text=text, extras={"demonstration": True})]
     return out
