@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/arithmetic_guidance.py [--steps 12] [--seeds 0 1] [--result OUT.json]
 
 The embedded model on the arithmetic example (examples/configs/arithmetic.yaml: strict tagged-answer reward, DAPO,
-2 prompts x 4 completions per step, AdamW): one SFT warm start, then for each seed two GRPO runs from it side by
+2 prompts x 4 completions per step, AdamW; its guidance section is set per arm here): one SFT warm start, then for each seed two GRPO runs from it side by
 side -- plain groups of 4 sampled completions, and guided groups of 3 sampled + the task's demonstration scored by
 the same reward -- each evaluated by greedy pass@1 on all 100 held-out test tasks. Why: a group whose 4 samples
 all fail is zero-variance and dropped; with guidance it holds the demonstration and trains toward it. The JSON

@@ -452,3 +452,18 @@ def test_a_single_turn_demonstration_with_several_replies_is_refused_naming_the_
     trainer._setup()
     with pytest.raises(TrainingError, match=r"task arith-\d+ has 2 assistant replies; a single-turn task"):
         trainer._rollout_phase()
+
+
+def test_guidance_demonstrations_resolve_next_to_the_config_and_must_exist(tmp_path, monkeypatch):
+    """Like data.path and sft.data_path: a relative guidance.demonstrations is found next to the config file
+    wherever the command runs from, and a missing one is refused up front naming the field."""
+    from training.config_io import ConfigError, load_train_config
+
+    (tmp_path / "configs").mkdir()
+    demos, _ = _arithmetic_demonstrations(tmp_path / "configs")
+    cfg_path = _tiny_yaml(tmp_path / "configs", guidance__demonstrations="demos.jsonl")
+    monkeypatch.chdir(tmp_path)
+    assert load_train_config(cfg_path).guidance.demonstrations == str(demos)
+    demos.unlink()
+    with pytest.raises(ConfigError, match="guidance.demonstrations: .*demos.jsonl does not exist"):
+        load_train_config(cfg_path)

@@ -76,6 +76,9 @@ def load_train_config(path: str | Path, *, check_files: bool = True, overrides: 
     update.update(data=d, reward=r)  # output_dir stays relative to the working directory, like any output path
     if cfg.sft is not None:
         update["sft"] = cfg.sft.model_copy(update={"data_path": _resolve(cfg.sft.data_path, base)})
+    if cfg.guidance.demonstrations:
+        update["guidance"] = cfg.guidance.model_copy(update={"demonstrations": _resolve(cfg.guidance.demonstrations,
+                                                                                        base)})
     cfg = cfg.model_copy(update=update)
     if check_files:
         check_config_files(cfg, where=str(path))
@@ -90,6 +93,8 @@ def check_config_files(cfg: TrainConfig, where: str = "config") -> None:
         problems.append(f"data.path: {cfg.data.path} does not exist{hint}")
     if cfg.sft is not None and not Path(cfg.sft.data_path).exists():
         problems.append(f"sft.data_path: {cfg.sft.data_path} does not exist")
+    if cfg.guidance.demonstrations and not Path(cfg.guidance.demonstrations).exists():
+        problems.append(f"guidance.demonstrations: {cfg.guidance.demonstrations} does not exist")
     if cfg.reward.audit_report and not cfg.reward.allow_unaudited:
         verdict = audit_verdict(Path(cfg.reward.audit_report))
         if verdict != "pass":

@@ -1,6 +1,7 @@
 """Demo stage: a short SFT warm start and DAPO run on the embedded model, with greedy pass@1 before and after.
 
-The task is the single-turn arithmetic example (examples/configs/arithmetic.yaml, strict tagged-answer reward),
+The task is the single-turn arithmetic example (examples/configs/arithmetic.yaml, strict tagged-answer reward, each
+group 3 samples + the task's demonstration: `guidance.demonstrations`),
 because a multi-turn workplace run does not fit a demo's minutes on a CPU; `rlvr train
 examples/configs/workplace.yaml` is the same trainer on the workplace environment. With `--quick` the model is
 the tiny random-initialised one (the CI config), so the stage only proves the plumbing.
