@@ -467,3 +467,23 @@ def test_guidance_demonstrations_resolve_next_to_the_config_and_must_exist(tmp_p
     demos.unlink()
     with pytest.raises(ConfigError, match="guidance.demonstrations: .*demos.jsonl does not exist"):
         load_train_config(cfg_path)
+
+
+def test_a_demonstration_longer_than_max_new_tokens_is_cut_and_scored_as_cut():
+    """A demonstration is held to the samples' token limit: cut, marked truncated, and its text (what the reward
+    scores) is the cut reply, not the full one the model is not trained on."""
+    from schemas.task import TaskRow
+    from training.guidance import append_demonstrations
+    from training.model import load_tokenizer
+    from training.samples import Sample
+
+    tok = load_tokenizer("default")
+    task = TaskRow(id="t", split="train", prompt=[{"role": "user", "content": "What is 1 + 12344?"}], answer="12345")
+    sampled = Sample(group=0, task_id="t", prompt_ids=[1, 2], completion_ids=[3], loss_mask=[1], logprobs=[-1.0],
+                     truncated=False, text="")
+    *_, demo = append_demonstrations([sampled], [task], {"t": ["<answer>12345</answer>"]}, tok, 4)
+    assert demo.truncated and len(demo.completion_ids) == 4 and demo.prompt_ids == [1, 2]
+    assert demo.text == tok.decode(demo.completion_ids) and "</answer>" not in demo.text
+    *_, whole = append_demonstrations([sampled], [task], {"t": ["<answer>12345</answer>"]}, tok, 64)
+    assert not whole.truncated and whole.text == "<answer>12345</answer>"
+    assert tok.decode(whole.completion_ids) == "<answer>12345</answer><|im_end|>"

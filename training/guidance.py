@@ -83,7 +83,9 @@ def append_demonstrations(samples: list[Sample], tasks: list[TaskRow], replies: 
         text = replies[task.id][0]
         ids = list(tok(text, add_special_tokens=False)["input_ids"]) + ([eos] if eos is not None else [])
         cut = len(ids) > max_new_tokens
-        ids = ids[:max_new_tokens]
+        if cut:  # the reward scores what is trained on: the cut reply
+            ids = ids[:max_new_tokens]
+            text = tok.decode(ids, skip_special_tokens=True)
         out += members + [Sample(group=gi, task_id=task.id, prompt_ids=list(members[0].prompt_ids),
                                  completion_ids=ids, loss_mask=[1] * len(ids), logprobs=[0.0] * len(ids),
                                  truncated=cut, text=text, extras={"demonstration": True})]
