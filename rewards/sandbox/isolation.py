@@ -41,10 +41,17 @@ CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 
 
+def _libc() -> ctypes.CDLL:
+    """The C library, errno kept for ctypes.get_errno; `syscall` returns a long (Landlock's fds, -1 on error)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
 def enter_network_namespace() -> str | None:
     """Move this (single-threaded) process into new user + network namespaces; None on success, else why not."""
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
+        libc = _libc()
         if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0:
             err = ctypes.get_errno()
             return f"unshare refused: {os.strerror(err)}"
@@ -102,12 +109,6 @@ _FS_CHANGES_V1 = (1 << 1) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8)
     | (1 << 12)
 _FS_REFER = 1 << 13  # ABI 2: renames and links across folders
 _PR_SET_NO_NEW_PRIVS = 38
-
-
-def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    return libc
 
 
 def _no_new_privs(libc: ctypes.CDLL) -> None:
