@@ -129,6 +129,7 @@ TRAIN_REWARDS = {
 
 LORA_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 DECODER_LAYERS = 30  # SmolLM2-135M
+SFT_BETAS = [0.9, 0.999]  # TRL's SFTConfig AdamW betas (adam_beta1/2), which --grpo-sft-moments continues
 
 
 def _grpo_lora(a: argparse.Namespace) -> dict | None:
@@ -148,8 +149,12 @@ def _grpo_setup(a: argparse.Namespace) -> str:
     zvp = _grpo_zero_variance(a)
     zvp_text = (f", zero-variance groups trained (RL-ZVP, alpha {zvp['alpha']:g}, negative alpha "
                 f"{zvp['negative_alpha']:g})" if zvp else "")
-    optimizer = ("AdamW bf16 moments" if a.grpo_optimizer == "adamw-bf16"
-                 else f"SGD (momentum {a.grpo_momentum:g})")
+    optimizer = {"adamw-bf16": "AdamW bf16 moments", "adamw": "AdamW"}.get(a.grpo_optimizer,
+                                                                        f"SGD (momentum {a.grpo_momentum:g})")
+    if a.grpo_sft_moments != "none":
+        optimizer += (f" continuing the SFT stage's {'moments' if a.grpo_sft_moments == 'both' else 'second moment'}"
+                      f" (optim.sft_moments {a.grpo_sft_moments}, betas 0.9/0.999)")
+
     guided = (", each group's last member the task's demonstration replayed and verified (guidance.demonstrations)"
               if a.grpo_guidance else "")
     decoding = ("greedy rollouts (the episode greedy evaluation runs)" if a.grpo_temperature == 0
@@ -169,13 +174,14 @@ def _grpo_record(a: argparse.Namespace) -> dict:
             "grpo_lr": a.grpo_lr, "grpo_lora": _grpo_lora(a), "grpo_top_entropy": a.grpo_top_entropy,
             "grpo_zero_variance": _grpo_zero_variance(a), "grpo_optimizer": a.grpo_optimizer,
             "grpo_momentum": a.grpo_momentum, "grpo_guidance": a.grpo_guidance, "grpo_group": a.grpo_group,
-            "grpo_sft_coef": a.grpo_sft_coef, "grpo_policy_coef": a.grpo_policy_coef, "seed": a.seed}
+            "grpo_sft_coef": a.grpo_sft_coef, "grpo_policy_coef": a.grpo_policy_coef, "seed": a.seed,
+            "grpo_sft_moments": a.grpo_sft_moments}
 
 
 # what a setup recorded before a key existed meant (the GRPO stage's settings of the sessions before it)
 _SETUP_DEFAULTS = {"negative_advantage_weight": 1.0, "grpo_temperature": 1.0, "grpo_optimizer": "adamw-bf16",
                    "grpo_momentum": 0.0, "grpo_guidance": False, "grpo_group": 4, "grpo_sft_coef": 0.0,
-                   "grpo_policy_coef": 1.0, "seed": 0}
+                   "grpo_policy_coef": 1.0, "seed": 0, "grpo_sft_moments": "none"}
 
 
 def _attempt_settings(setup: dict, a: argparse.Namespace) -> dict:
@@ -222,11 +228,13 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
                  "policy_coef": a.grpo_policy_coef if grpo_stage else 1.0},
         "dynamic_sampling": {"enabled": True, "max_rounds": a.ds_rounds},
         "optim": {"lr": a.grpo_lr, "optimizer": a.grpo_optimizer, "momentum": a.grpo_momentum,
-                  "micro_batch_size": 4},
+                  "micro_batch_size": 4, "sft_moments": a.grpo_sft_moments if grpo_stage else "none",
+                  **({"betas": SFT_BETAS} if a.grpo_sft_moments != "none" and grpo_stage else {})},
         "sft": {"data_path": str(data / "demonstrations.jsonl"), "max_steps": a.sft_steps, "epochs": a.sft_epochs,
                 "lr": a.sft_lr, "batch_size": a.sft_batch, "gradient_accumulation_steps": a.sft_accum,
                 "max_length": 3072, "shared_prefix": True,
-                "scheduler": "cosine", "warmup_ratio": 0.05, "max_minutes": a.sft_minutes},
+                "scheduler": "cosine", "warmup_ratio": 0.05, "max_minutes": a.sft_minutes,
+                "save_optimizer": True},
         "checkpoint": {"every": 1000, "keep": 1},
     })
 
@@ -542,10 +550,14 @@ def build_parser() -> argparse.ArgumentParser:
                     "the zero-variance groups too, all-pass ones with +alpha x token entropy")
     ap.add_argument("--grpo-zvp-negative-alpha", type=float, default=None, help="loss.zero_variance_negative_alpha: "
                     "the all-fail groups' coefficient (default alpha; 0 trains the all-pass groups only)")
-    ap.add_argument("--grpo-optimizer", choices=["adamw-bf16", "sgd"], default="adamw-bf16",
+    ap.add_argument("--grpo-optimizer", choices=["adamw", "adamw-bf16", "sgd"], default="adamw-bf16",
                     help="optim.optimizer of the GRPO stage: Adam's first steps move every trained weight by lr "
                          "(sign descent), SGD's in proportion to its gradient (lr on SGD's scale)")
     ap.add_argument("--grpo-momentum", type=float, default=0.0, help="optim.momentum (sgd only)")
+    ap.add_argument("--grpo-sft-moments", choices=["none", "both", "second"], default="none",
+                    help="optim.sft_moments: AdamW starts from the moments the SFT stage ended with (saved beside the "
+                    "SFT model; both, or the second only), with SFT's betas, so GRPO's updates keep SFT's per-weight "
+                    "scaling; needs --grpo-optimizer adamw or adamw-bf16")
     ap.add_argument("--grpo-guidance", action="store_true", help="guidance.demonstrations: one member of each "
                     "group is the task's demonstration (demonstrations.jsonl) replayed through the environment")
     ap.add_argument("--grpo-sft-coef", type=float, default=0.0, help="guidance.sft_coef (with --grpo-guidance): "

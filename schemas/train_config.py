@@ -212,11 +212,20 @@ class OptimSection(_Strict):
     # of them alike; SGD moves the weights that carry the gradient. Its lr is on another scale (update = lr * g).
     optimizer: Literal["adamw", "adamw-bf16", "sgd"] = "adamw"
     momentum: float = Field(0.0, ge=0.0, lt=1.0)  # SGD's heavy-ball momentum; AdamW uses betas
+    # Start AdamW from the moments the SFT stage ended with (`sft.save_optimizer`, read from the starting model's
+    # folder) instead of zeros, so updates keep SFT's per-weight scaling from the first step, where a fresh AdamW's
+    # first steps are sign descent and SGD's follow the raw gradient. "both": SFT's optimizer resumed as it was
+    # (its momentum still pushes along SFT's last direction for ~1/(1-beta1) steps); "second": only the second
+    # moment (each weight's RMS gradient under SFT), the first starting at zero, so every update follows GRPO's own
+    # gradients, scaled per weight as SFT's were.
+    sft_moments: Literal["none", "both", "second"] = "none"
 
     @model_validator(mode="after")
     def _momentum_is_sgds(self) -> "OptimSection":
         if self.momentum and self.optimizer != "sgd":
             raise ValueError(f"optim.momentum applies to optimizer 'sgd' only (got {self.optimizer!r}: set betas)")
+        if self.sft_moments != "none" and self.optimizer == "sgd":
+            raise ValueError("optim.sft_moments continues AdamW's moments: set optim.optimizer to adamw or adamw-bf16")
         return self
 
 
@@ -239,7 +248,17 @@ class SFTSection(_Strict):
     # Opt-in: on the arithmetic example the same 30 steps reached pass@1 0.25 in packs vs 0.53 in TRL's batches
     # (seed 0, train loss 0.49 vs 0.32) although the loss of one batch is equal both ways; not explained yet.
     shared_prefix: bool = False
+    # write the AdamW moments SFT ended with beside the model (training.optim.SFT_MOMENTS), so that GRPO can
+    # continue them (`optim.sft_moments`); full fine-tuning only (LoRA's are merged away)
+    save_optimizer: bool = False
     lora: LoraSection = Field(default_factory=LoraSection)
+
+    @model_validator(mode="after")
+    def _moments_need_full_weights(self) -> "SFTSection":
+        if self.save_optimizer and self.lora.enabled:
+            raise ValueError("sft.save_optimizer keeps the moments of full fine-tuning; LoRA adapters are merged into "
+                             "the model, so their moments match no weight of it: turn off sft.lora or save_optimizer")
+        return self
 
 
 class CheckpointSection(_Strict):
@@ -332,6 +351,12 @@ class TrainConfig(_Strict):
             problems.append("model.init: random needs model.tokenizer (the vocabulary to build the model for)")
         if self.model.dtype == "float16" and self.model.init == "random":
             problems.append("model.dtype float16 cannot train a random-init model stably; use float32 or bfloat16")
+        if self.optim.sft_moments != "none" and self.lora.enabled:
+            problems.append("optim.sft_moments continues the moments of SFT's full weights; GRPO through LoRA trains "
+                            "new adapter weights that have none: unset one of them")
+        if self.optim.sft_moments != "none" and self.sft is not None and not self.sft.save_optimizer:
+            problems.append("optim.sft_moments continues the SFT stage's AdamW moments: set sft.save_optimizer: true so "
+                            "that stage writes them")
         frozen = self.model.freeze_embeddings or self.model.freeze_layers
         if frozen and (self.lora.enabled or (self.sft is not None and self.sft.lora.enabled)):
             problems.append("model.freeze_embeddings / model.freeze_layers choose what full fine-tuning trains; with "

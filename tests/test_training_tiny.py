@@ -138,6 +138,9 @@ def test_resume_after_sigkill_gives_the_uninterrupted_result(tmp_path):
     ({"loss__policy_coef": 0}, "loss.policy_coef 0 with no guidance.sft_coef leaves nothing to train"),
     ({"guidance__sft_coef": 0.5}, "guidance.sft_coef 0.5 trains on the tasks' demonstrations: set "
                                   "guidance.demonstrations"),
+    ({"optim__sft_moments": "both", "optim__optimizer": "sgd"}, "set optim.optimizer to adamw or adamw-bf16"),
+    ({"optim__sft_moments": "both", "sft__data_path": "d.jsonl"}, "set sft.save_optimizer: true"),
+    ({"optim__sft_moments": "both", "lora__enabled": True}, "trains new adapter weights that have none"),
 ])
 def test_incompatible_options_are_refused_with_what_to_change(tmp_path, changes, expected):
     result = runner.invoke(app, ["train", str(_tiny_yaml(tmp_path, **changes))])
@@ -487,3 +490,59 @@ def test_a_demonstration_longer_than_max_new_tokens_is_cut_and_scored_as_cut():
     *_, whole = append_demonstrations([sampled], [task], {"t": ["<answer>12345</answer>"]}, tok, 64)
     assert not whole.truncated and whole.text == "<answer>12345</answer>"
     assert tok.decode(whole.completion_ids) == "<answer>12345</answer><|im_end|>"
+
+
+@pytest.mark.parametrize("mode", ["both", "second"])
+def test_grpo_continues_the_adamw_moments_the_sft_stage_ended_with(tmp_path, mode):
+    """sft.save_optimizer writes SFT's AdamW moments beside its model, by weight name; optim.sft_moments starts GRPO's
+    AdamW from them. Checked on the first GRPO update itself: each weight's second moment is SFT's decayed by beta2
+    plus the new gradient's share, and the step count goes on from SFT's (a fresh AdamW would hold only the new
+    gradient, and its first update is sign descent); "second" starts the first moment at zero, so the update follows
+    GRPO's gradient alone. A wrong beta, or a model folder without moments, is refused."""
+    import torch
+
+    from training.config_io import load_train_config
+    from training.grpo import GRPOTrainer, TrainingError
+    from training.optim import SFT_MOMENTS
+    from training.rollout import SamplingParams
+    from training.samples import pack
+    from training.sft import run_sft
+
+    demos, _ = _arithmetic_demonstrations(tmp_path)
+    betas = [0.9, 0.999]
+    cfg = load_train_config(_tiny_yaml(tmp_path, model__freeze_layers=1, overlong__mode="none",
+                                       optim__optimizer="adamw", optim__sft_moments=mode, optim__betas=betas,
+                                       sft__data_path=str(demos), sft__max_steps=3, sft__lr=3e-3,
+                                       sft__batch_size=4, sft__save_optimizer=True))
+    sft = run_sft(cfg, out_dir=tmp_path / "sft")
+    saved = torch.load(sft / SFT_MOMENTS, weights_only=True)
+    assert saved["betas"] == betas and json.loads((sft / "sft_info.json").read_text())["optimizer_moments"] == \
+        len(saved["moments"])
+
+    trainer = GRPOTrainer(cfg, init_from=str(sft))
+    trainer._setup()
+    trained = {n: p for n, p in trainer.model.named_parameters() if p.requires_grad}
+    assert set(trained) == set(saved["moments"]) and not any(n.startswith("model.layers.0.") for n in trained)
+    samples = trainer.collect(trainer._draw(2), 4, SamplingParams(max_new_tokens=16, temperature=1.0, seed=1))
+    scores = torch.tensor([1.0 if i % 4 == 0 else 0.0 for i in range(len(samples))])
+    from training.losses import group_advantages
+
+    adv, _ = group_advantages(scores, 4, scale="group", leave_one_out=False)
+    trainer._update(pack(samples, trainer.tok.pad_token_id), adv)
+    b1, b2 = betas
+    for name, p in trained.items():
+        old, st = saved["moments"][name], trainer.optimizer.state[p]
+        assert int(st["step"]) == old["step"] + 1 == 4, name
+        m0 = old["exp_avg"] if mode == "both" else torch.zeros_like(old["exp_avg"])
+        assert mode == "second" or m0.abs().sum() > 0, name
+        grad = (st["exp_avg"] - b1 * m0) / (1 - b1)  # the new gradient, from the first moment
+        assert torch.allclose(st["exp_avg_sq"], b2 * old["exp_avg_sq"] + (1 - b2) * grad * grad,
+                              rtol=1e-3, atol=1e-12), name
+
+    wrong = load_train_config(_tiny_yaml(tmp_path / "b", model__freeze_layers=1, optim__optimizer="adamw",
+                                         optim__sft_moments="both"))  # the default betas (0.9, 0.99)
+    with pytest.raises(TrainingError, match=r"betas \[0.9, 0.999\]; set optim.betas"):
+        GRPOTrainer(wrong, init_from=str(sft))._setup()
+    (sft / SFT_MOMENTS).unlink()
+    with pytest.raises(TrainingError, match="no SFT moments here; run the SFT stage with sft.save_optimizer"):
+        GRPOTrainer(cfg, init_from=str(sft))._setup()

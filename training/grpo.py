@@ -235,6 +235,17 @@ class GRPOTrainer:
             opt_state = load_optimizer_state(self.resumed_from)
             if opt_state is not None:
                 self.optimizer.load_state_dict(opt_state)
+        elif cfg.optim.sft_moments != "none":  # a fresh run continues SFT's AdamW; a resumed one has its own state
+            from training.optim import SFT_MOMENTS, load_moments
+
+            if not self.init_from:
+                raise TrainingError("optim.sft_moments continues an SFT model's moments: start from that model's "
+                                    "folder (init_from, or an sft section)")
+            try:
+                load_moments(Path(self.init_from) / SFT_MOMENTS, self.optimizer, model, cfg.optim.betas,
+                             first=cfg.optim.sft_moments == "both")
+            except (OSError, ValueError) as exc:
+                raise TrainingError(str(exc)) from exc
         self.ddp_model = model
         if self.dist.world > 1:
             self.ddp_model = self.dist.accelerator.prepare_model(model)

@@ -14,6 +14,8 @@ costs 2 ms, twelve times the arithmetic on it (results are the same to the bit).
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 from typing import Any, Iterable
 
 import torch
@@ -104,3 +106,60 @@ def make_optimizer(name: str, params: list[Any], *, lr: float, betas: tuple[floa
     if name == "sgd":  # decoupled decay like AdamW's would need its own loop; SGD's L2 decay is the usual meaning
         return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay, foreach=False)
     raise ValueError(f"unknown optimizer {name!r}: adamw, adamw-bf16 or sgd")
+
+
+SFT_MOMENTS = "sft_moments.pt"  # beside an SFT model: the AdamW moments its SFT stage ended with, by weight name
+
+
+def save_moments(path: Path, optimizer: torch.optim.Optimizer, model: torch.nn.Module,
+                 betas: tuple[float, float]) -> int:
+    """Write `optimizer`'s AdamW moments (step, exp_avg, exp_avg_sq) keyed by `model`'s parameter names, with the
+    betas they were averaged with, atomically. Names, not the optimizer's positional state dict: the next stage
+    builds its own optimizer over its own parameter list. Returns how many tensors were written."""
+    opt = getattr(optimizer, "optimizer", optimizer)  # accelerate wraps the optimizer TRL steps
+    moments = {}
+    for name, p in model.named_parameters():
+        st = opt.state.get(p) if p.requires_grad else None
+        if st and "exp_avg_sq" in st:
+            moments[name] = {"step": int(st["step"]), "exp_avg": st["exp_avg"].detach().float().clone(),
+                             "exp_avg_sq": st["exp_avg_sq"].detach().float().clone()}
+    if not moments:
+        raise ValueError(f"{type(opt).__name__} holds no AdamW moments for any trained weight: nothing to save")
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save({"betas": [float(b) for b in betas], "moments": moments}, tmp)
+    os.replace(tmp, path)
+    return len(moments)
+
+
+def load_moments(path: Path, optimizer: torch.optim.Optimizer, model: torch.nn.Module,
+                 betas: tuple[float, float], *, first: bool = True) -> int:
+    """Set `optimizer`'s state to the moments in `path` (from `save_moments`) for each trained weight of `model`;
+    with `first` False the first moment starts at zero (the second moment and the step count are SFT's).
+
+    Refused, with the reason, when the file is missing, when the betas differ (Adam's bias correction divides by
+    1 - beta2**step: other betas would rescale every update) or when a trained weight has no moments of the right
+    shape (the SFT stage froze or shaped it differently)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no SFT moments here; run the SFT stage with sft.save_optimizer: true, or "
+                                "unset optim.sft_moments")
+    blob = torch.load(path, map_location="cpu", weights_only=True)
+    saved = tuple(blob["betas"])
+    if tuple(float(b) for b in betas) != saved:
+        raise ValueError(f"{path}: the SFT moments were averaged with betas {list(saved)}; set optim.betas to "
+                         f"{list(saved)} to continue them (got {list(betas)})")
+    lean = isinstance(optimizer, LeanAdamW)
+    n = 0
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        m = blob["moments"].get(name)
+        if m is None or m["exp_avg"].shape != p.shape:
+            found = "none" if m is None else f"shape {tuple(m['exp_avg'].shape)}"
+            raise ValueError(f"{path}: trained weight {name} {tuple(p.shape)} has {found} in the SFT moments; the SFT "
+                             "stage must train the same weights (model.freeze_layers / freeze_embeddings, no LoRA)")
+        dtype = torch.bfloat16 if lean else torch.float32
+        exp_avg = m["exp_avg"].to(p.device, dtype) if first else torch.zeros_like(p, dtype=dtype)
+        optimizer.state[p] = {"step": m["step"] if lean else torch.tensor(float(m["step"])),
+                              "exp_avg": exp_avg, "exp_avg_sq": m["exp_avg_sq"].to(p.device, dtype)}
+        n += 1
+    return n
