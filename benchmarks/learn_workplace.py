@@ -154,7 +154,6 @@ def _grpo_setup(a: argparse.Namespace) -> str:
     if a.grpo_sft_moments != "none":
         optimizer += (f" continuing the SFT stage's {'moments' if a.grpo_sft_moments == 'both' else 'second moment'}"
                       f" (optim.sft_moments {a.grpo_sft_moments}, betas 0.9/0.999)")
-
     guided = (", each group's last member the task's demonstration replayed and verified (guidance.demonstrations)"
               if a.grpo_guidance else "")
     decoding = ("greedy rollouts (the episode greedy evaluation runs)" if a.grpo_temperature == 0

@@ -238,11 +238,12 @@ class GRPOTrainer:
         elif cfg.optim.sft_moments != "none":  # a fresh run continues SFT's AdamW; a resumed one has its own state
             from training.optim import SFT_MOMENTS, load_moments
 
-            if not self.init_from:
-                raise TrainingError("optim.sft_moments continues an SFT model's moments: start from that model's "
-                                    "folder (init_from, or an sft section)")
+            start = Path(self.init_from or cfg.model.name)  # the SFT stage's folder, or model.name with --skip-sft
+            if not start.is_dir():
+                raise TrainingError(f"optim.sft_moments reads {SFT_MOMENTS} from the SFT model's folder; the run starts "
+                                    f"from {str(start)!r}, which is not a folder: start from the SFT model")
             try:
-                load_moments(Path(self.init_from) / SFT_MOMENTS, self.optimizer, model, cfg.optim.betas,
+                load_moments(start / SFT_MOMENTS, self.optimizer, model, cfg.optim.betas,
                              first=cfg.optim.sft_moments == "both")
             except (OSError, ValueError) as exc:
                 raise TrainingError(str(exc)) from exc

@@ -125,7 +125,7 @@ def save_moments(path: Path, optimizer: torch.optim.Optimizer, model: torch.nn.M
                              "exp_avg_sq": st["exp_avg_sq"].detach().float().clone()}
     if not moments:
         raise ValueError(f"{type(opt).__name__} holds no AdamW moments for any trained weight: nothing to save")
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # DDP ranks each save their (equal) moments
     torch.save({"betas": [float(b) for b in betas], "moments": moments}, tmp)
     os.replace(tmp, path)
     return len(moments)
