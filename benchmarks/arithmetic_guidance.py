@@ -3,10 +3,11 @@
     .venv/bin/python benchmarks/arithmetic_guidance.py [--steps 12] [--seeds 0 1] [--result OUT.json]
 
 The embedded model on the arithmetic example (examples/configs/arithmetic.yaml: strict tagged-answer reward, DAPO,
-2 prompts x 4 completions per step, AdamW; its guidance section is set per arm here): one SFT warm start, then for each seed two GRPO runs from it side by
-side -- plain groups of 4 sampled completions, and guided groups of 3 sampled + the task's demonstration scored by
-the same reward -- each evaluated by greedy pass@1 on all 100 held-out test tasks. Why: a group whose 4 samples
-all fail is zero-variance and dropped; with guidance it holds the demonstration and trains toward it. The JSON
+2 prompts x 4 completions per step, AdamW; its guidance section is set per arm here): one SFT warm start, then for
+each seed two GRPO runs from it side by side -- plain groups of 4 sampled completions, and guided groups of 3
+sampled + the task's demonstration scored by the same reward -- each evaluated by greedy pass@1 on all 100 held-out
+test tasks. Why: a group whose 4 samples all fail is zero-variance and dropped; with guidance it holds the
+demonstration and trains toward it. The JSON
 (written after every run, atomically) holds the SFT model's pass@1, each run's pass@1, per-step metrics and wall
 time, and the guided-minus-plain difference per seed; a plot sits beside it.
 """

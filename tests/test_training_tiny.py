@@ -503,6 +503,7 @@ def test_grpo_continues_the_adamw_moments_the_sft_stage_ended_with(tmp_path, mod
 
     from training.config_io import load_train_config
     from training.grpo import GRPOTrainer, TrainingError
+    from training.losses import group_advantages
     from training.optim import SFT_MOMENTS
     from training.rollout import SamplingParams
     from training.samples import pack
@@ -525,8 +526,6 @@ def test_grpo_continues_the_adamw_moments_the_sft_stage_ended_with(tmp_path, mod
     assert set(trained) == set(saved["moments"]) and not any(n.startswith("model.layers.0.") for n in trained)
     samples = trainer.collect(trainer._draw(2), 4, SamplingParams(max_new_tokens=16, temperature=1.0, seed=1))
     scores = torch.tensor([1.0 if i % 4 == 0 else 0.0 for i in range(len(samples))])
-    from training.losses import group_advantages
-
     adv, _ = group_advantages(scores, 4, scale="group", leave_one_out=False)
     trainer._update(pack(samples, trainer.tok.pad_token_id), adv)
     b1, b2 = betas

@@ -14,7 +14,6 @@ costs 2 ms, twelve times the arithmetic on it (results are the same to the bit).
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -114,8 +113,10 @@ SFT_MOMENTS = "sft_moments.pt"  # beside an SFT model: the AdamW moments its SFT
 def save_moments(path: Path, optimizer: torch.optim.Optimizer, model: torch.nn.Module,
                  betas: tuple[float, float]) -> int:
     """Write `optimizer`'s AdamW moments (step, exp_avg, exp_avg_sq) keyed by `model`'s parameter names, with the
-    betas they were averaged with, atomically. Names, not the optimizer's positional state dict: the next stage
-    builds its own optimizer over its own parameter list. Returns how many tensors were written."""
+    betas they were averaged with. Names, not the optimizer's positional state dict: the next stage builds its own
+    optimizer over its own parameter list. `path` lies in the caller's temporary model folder, which is renamed into
+    place once complete (as checkpoints write optimizer.pt), so the file needs no atomic write of its own. Returns
+    how many tensors were written."""
     opt = getattr(optimizer, "optimizer", optimizer)  # accelerate wraps the optimizer TRL steps
     moments = {}
     for name, p in model.named_parameters():
@@ -125,9 +126,7 @@ def save_moments(path: Path, optimizer: torch.optim.Optimizer, model: torch.nn.M
                              "exp_avg_sq": st["exp_avg_sq"].detach().float().clone()}
     if not moments:
         raise ValueError(f"{type(opt).__name__} holds no AdamW moments for any trained weight: nothing to save")
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # DDP ranks each save their (equal) moments
-    torch.save({"betas": [float(b) for b in betas], "moments": moments}, tmp)
-    os.replace(tmp, path)
+    torch.save({"betas": [float(b) for b in betas], "moments": moments}, path)
     return len(moments)
 
 
