@@ -161,9 +161,11 @@ def _grpo_setup(a: argparse.Namespace) -> str:
     policy = "" if a.grpo_policy_coef == 1 else f" (the policy-gradient term x{a.grpo_policy_coef:g})"
     sft = (f", plus {a.grpo_sft_coef:g} x the token-mean NLL of every drawn task's verified demonstration "
            "(guidance.sft_coef)" if a.grpo_sft_coef else "")
+    best = (f"; the stage's result is its best policy by greedy pass@1 on the first {a.grpo_eval_tasks} validation "
+            "tasks, the SFT model included (checkpoint.keep_best)" if a.grpo_eval_tasks else "")
     return (f"{a.grpo_batch} episodes per step ({a.grpo_group} per prompt), {how}lr {a.grpo_lr}, {optimizer}, "
             f"loss {a.grpo_loss}{policy}, negative advantages x{a.grpo_negative_weight}, {decoding}{forks}{zvp_text}{guided}"
-            f"{sft}")
+            f"{sft}{best}")
 
 
 def _grpo_record(a: argparse.Namespace) -> dict:
@@ -174,13 +176,13 @@ def _grpo_record(a: argparse.Namespace) -> dict:
             "grpo_zero_variance": _grpo_zero_variance(a), "grpo_optimizer": a.grpo_optimizer,
             "grpo_momentum": a.grpo_momentum, "grpo_guidance": a.grpo_guidance, "grpo_group": a.grpo_group,
             "grpo_sft_coef": a.grpo_sft_coef, "grpo_policy_coef": a.grpo_policy_coef, "seed": a.seed,
-            "grpo_sft_moments": a.grpo_sft_moments}
+            "grpo_sft_moments": a.grpo_sft_moments, "grpo_eval_tasks": a.grpo_eval_tasks}
 
 
 # what a setup recorded before a key existed meant (the GRPO stage's settings of the sessions before it)
 _SETUP_DEFAULTS = {"negative_advantage_weight": 1.0, "grpo_temperature": 1.0, "grpo_optimizer": "adamw-bf16",
                    "grpo_momentum": 0.0, "grpo_guidance": False, "grpo_group": 4, "grpo_sft_coef": 0.0,
-                   "grpo_policy_coef": 1.0, "seed": 0, "grpo_sft_moments": "none"}
+                   "grpo_policy_coef": 1.0, "seed": 0, "grpo_sft_moments": "none", "grpo_eval_tasks": 0}
 
 
 def _attempt_settings(setup: dict, a: argparse.Namespace) -> dict:
@@ -212,7 +214,7 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
         "model": {"name": "default", "precision": a.precision, "freeze_embeddings": a.freeze_embeddings and not lora,
                   "freeze_layers": 0 if lora else a.freeze_layers},
         "lora": lora or {"enabled": False},
-        "data": {"path": str(data), "split": "train"},
+        "data": {"path": str(data), "split": "train", "eval_split": "validation"},
         "reward": {"function": reward, "allow_unaudited": True},
         "rollout": {"environment": "workplace", "num_generations": a.grpo_group, "max_turns": a.max_turns,
                     "max_new_tokens": a.max_new_tokens, "max_total_tokens": 3072,
@@ -234,7 +236,9 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
                 "max_length": 3072, "shared_prefix": True,
                 "scheduler": "cosine", "warmup_ratio": 0.05, "max_minutes": a.sft_minutes,
                 "save_optimizer": True},
-        "checkpoint": {"every": 1000, "keep": 1},
+        "checkpoint": {"every": 1000, "keep": 1, "keep_best": bool(grpo_stage and a.grpo_eval_tasks)},
+        # the GRPO stage's model selection (--grpo-eval-tasks) reads the validation split, never the test tasks
+        **({"eval_every": 1, "eval_tasks": a.grpo_eval_tasks} if grpo_stage and a.grpo_eval_tasks else {}),
     })
 
 
@@ -282,7 +286,7 @@ def grpo(cfg: Any, init_from: str, deadline: float, eval_s: float) -> tuple[Any,
     class Budget(GRPOTrainer):
         def train_step(self):
             rec = super().train_step()
-            slowest = max(m["step_time_s"] for m in metrics) if metrics else 0
+            slowest = max(m["step_time_s"] + m.get("eval_time_s", 0) for m in metrics) if metrics else 0
             if time.time() + slowest + eval_s > deadline:
                 self.stop_after = len(metrics)
             return rec
@@ -293,7 +297,8 @@ def grpo(cfg: Any, init_from: str, deadline: float, eval_s: float) -> tuple[Any,
     if cfg.lora.enabled:  # evaluate the merged weights: the same function, no adapter arithmetic per token
         trainer.model = trainer.model.merge_and_unload()
     keep = ("step", "reward_mean", "pass_rate", "groups_kept", "groups_sampled", "zero_variance_frac", "ds_rounds",
-            "step_time_s", "completion_len_mean", "tokens_per_s", "demo_pass_rate", "sft_nll", "grad_norm")
+            "step_time_s", "completion_len_mean", "tokens_per_s", "demo_pass_rate", "sft_nll", "grad_norm",
+            "eval_pass_at_1", "eval_time_s")
     return trainer, [{k: m.get(k) for k in keep if k in m} for m in metrics]
 
 
@@ -346,8 +351,15 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
     out["grpo_metrics"] = metrics
     out["wall_s"]["grpo"] = round(time.time() - t0, 1)
     out["stages_completed"].append("grpo")
+    model, tok = trainer.model, trainer.tok
+    out.pop("grpo_best", None)
+    if trainer.best is not None:  # the policy chosen on validation: a checkpoint, or the SFT model when none beat it
+        out["grpo_best"] = trainer.best.model_dump(mode="json", exclude={"path"})
+        if trainer.best.step != trainer.step:
+            del model
+            model, tok = load_model(trainer.best.path, threads=threads)
     _write(out)
-    st.evaluate("sft_grpo", trainer.model, trainer.tok)
+    st.evaluate("sft_grpo", model, tok)
     p = out["pass_at_1"]
     out["gain_points"] = round(100 * (p["sft_grpo"] - p["base"]), 1)
     out["grpo_over_sft_points"] = round(100 * (p["sft_grpo"] - p["sft"]), 1)
@@ -553,6 +565,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="optim.optimizer of the GRPO stage: Adam's first steps move every trained weight by lr "
                          "(sign descent), SGD's in proportion to its gradient (lr on SGD's scale)")
     ap.add_argument("--grpo-momentum", type=float, default=0.0, help="optim.momentum (sgd only)")
+    ap.add_argument("--grpo-eval-tasks", type=int, default=0,
+                    help="model selection on validation (checkpoint.keep_best): greedy pass@1 of the SFT model and "
+                    "of every GRPO step on the first N validation tasks; the test evaluation runs on the best of them "
+                    "(a checkpoint must beat the SFT model strictly). 0: off, the last step is evaluated")
     ap.add_argument("--grpo-sft-moments", choices=["none", "both", "second"], default="none",
                     help="optim.sft_moments: AdamW starts from the moments the SFT stage ended with (saved beside the "
                     "SFT model; both, or the second only), with SFT's betas, so GRPO's updates keep SFT's per-weight "
@@ -592,6 +608,9 @@ def main() -> None:
     if not a.grpo_policy_coef and not a.grpo_sft_coef:
         ap.error("--grpo-policy-coef 0 leaves the GRPO stage nothing to train: add --grpo-sft-coef (a supervised-only "
                  "stage) or set --grpo-policy-coef above 0")
+    if a.grpo_eval_tasks and a.grpo_lora_r:
+        ap.error("--grpo-eval-tasks evaluates the chosen checkpoint as a full model; a LoRA stage's checkpoints are "
+                 "adapters: drop --grpo-lora-r or --grpo-eval-tasks")
     RESULT, PLOT = a.result, a.result.with_suffix(".png")
     os.environ["RLVR_THREADS"] = str(a.threads)
 

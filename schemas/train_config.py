@@ -265,6 +265,9 @@ class CheckpointSection(_Strict):
     every: int = Field(10, ge=1)
     keep: int = Field(2, ge=1)
     save_optimizer: bool = True
+    # keep the checkpoint with the best held-out pass rate (eval_every's eval_pass_at_1) beyond `keep`, measured
+    # against the starting policy, and name it in checkpoints/best.json (training/best_checkpoint.py)
+    keep_best: bool = False
 
 
 class TrainConfig(_Strict):
@@ -335,6 +338,9 @@ class TrainConfig(_Strict):
             problems.append("rollout.max_turns > 1 needs rollout.environment (e.g. workplace) to answer tool calls")
         if self.rollout.environment and self.rollout.backend == "vllm":
             problems.append("multi-turn environments run on rollout.backend: transformers for now; unset vllm")
+        if self.checkpoint.keep_best and not self.eval_every:
+            problems.append("checkpoint.keep_best ranks checkpoints by the held-out pass rate that eval_every measures: "
+                            f"set eval_every (e.g. eval_every: {self.checkpoint.every}) or unset checkpoint.keep_best")
         if not self.loss.policy_coef and not self.guidance.sft_coef:
             problems.append("loss.policy_coef 0 with no guidance.sft_coef leaves nothing to train: set loss.policy_coef "
                             "above 0, or set guidance.sft_coef (with guidance.demonstrations) for a supervised-only run")

@@ -141,6 +141,8 @@ def test_resume_after_sigkill_gives_the_uninterrupted_result(tmp_path):
     ({"optim__sft_moments": "both", "optim__optimizer": "sgd"}, "set optim.optimizer to adamw or adamw-bf16"),
     ({"optim__sft_moments": "both", "sft__data_path": "d.jsonl"}, "set sft.save_optimizer: true"),
     ({"optim__sft_moments": "both", "lora__enabled": True}, "trains new adapter weights that have none"),
+    ({"checkpoint__keep_best": True}, "checkpoint.keep_best ranks checkpoints by the held-out pass rate that "
+                                      "eval_every measures: set eval_every (e.g. eval_every: 4)"),
 ])
 def test_incompatible_options_are_refused_with_what_to_change(tmp_path, changes, expected):
     result = runner.invoke(app, ["train", str(_tiny_yaml(tmp_path, **changes))])

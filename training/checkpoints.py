@@ -62,8 +62,10 @@ def save_checkpoint(
     trainer_state: dict[str, Any],
     manifest_fields: dict[str, Any],
     keep: int = 2,
+    protect: frozenset[str] = frozenset(),
 ) -> Path:
-    """Write checkpoint `step-<step>` under `root` atomically and prune to the newest `keep` complete ones."""
+    """Write checkpoint `step-<step>` under `root` atomically and prune to the newest `keep` complete ones (and the
+    ones named in `protect`: the run's best)."""
     root.mkdir(parents=True, exist_ok=True)
     for stale in root.glob(".tmp-step-*"):
         shutil.rmtree(stale, ignore_errors=True)
@@ -100,7 +102,7 @@ def save_checkpoint(
         os.fsync(fd)
     finally:
         os.close(fd)
-    prune(root, keep)
+    prune(root, keep, protect)
     return final
 
 
@@ -138,10 +140,13 @@ def latest_complete(root: Path) -> Path | None:
     return None
 
 
-def prune(root: Path, keep: int) -> None:
+def prune(root: Path, keep: int, protect: frozenset[str] = frozenset()) -> None:
+    """Remove complete checkpoints older than the newest `keep`, except those named in `protect`, and any folder
+    without a manifest."""
     done = complete_checkpoints(root)
     for old in done[:-keep] if keep > 0 else []:
-        shutil.rmtree(old, ignore_errors=True)
+        if old.name not in protect:
+            shutil.rmtree(old, ignore_errors=True)
     for p in root.glob("step-*"):
         if p.is_dir() and read_manifest(p) is None:
             shutil.rmtree(p, ignore_errors=True)

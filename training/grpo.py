@@ -34,6 +34,7 @@ import torch
 
 from schemas.task import TaskRow
 from schemas.train_config import TrainConfig
+from training.best_checkpoint import METRIC, BestCheckpoint, after_evaluation, start_best, write_best
 from training.checkpoints import (
     file_digest,
     latest_complete,
@@ -132,6 +133,7 @@ class TrainResult:
     steps: int
     resumed_from: Path | None
     last: dict[str, Any] = field(default_factory=dict)
+    best: BestCheckpoint | None = None  # checkpoint.keep_best: the best policy by eval_pass_at_1 (else None)
 
 
 Collector = Callable[[list[TaskRow], int, SamplingParams], list[Sample]]
@@ -166,6 +168,7 @@ class GRPOTrainer:
         self.autocast_bf16 = False  # set from cfg in _setup
         self.device_type = "cpu"
         self.sft_demos: list[Sample] = []  # the step's verified demonstrations (guidance.sft_coef), set per rollout
+        self.best: BestCheckpoint | None = None  # checkpoint.keep_best's record (training/best_checkpoint.py)
 
     # ------------------------------------------------------------------------------------------- setup
     def _setup(self) -> None:
@@ -254,6 +257,7 @@ class GRPOTrainer:
         self.step = int(state.get("step", 0))
         self.cursor = int(state.get("cursor", 0))
         self.totals = dict(state.get("totals", {"groups_sampled": 0, "groups_kept": 0, "reward_errors": 0}))
+        self.best = BestCheckpoint.model_validate(state["best"]) if state.get("best") else None
         self.collect = self._make_collector()
         self.metrics = MetricsLog(self.out / "metrics.jsonl")
         if self.dist.main:
@@ -332,17 +336,40 @@ class GRPOTrainer:
         done_here = 0
         last: dict[str, Any] = {}
         final = self.resumed_from
+        keep_best = cfg.checkpoint.keep_best
+        if keep_best and self.best is None:
+            self._measure_start()
         while self.step < cfg.steps:
             if self.stop_after is not None and done_here >= self.stop_after:
                 break
             last = self.train_step()
             done_here += 1
-            if self.step % cfg.checkpoint.every == 0 or self.step == cfg.steps:
+            evaluated = bool(cfg.eval_every) and self.step % cfg.eval_every == 0
+            if self.step % cfg.checkpoint.every == 0 or self.step == cfg.steps or (keep_best and evaluated):
                 final = self.save()
         plot = None
         if self.dist.main:
             plot = plot_metrics(self.metrics.read(), self.out / "metrics.png", title=f"{cfg.name} ({self.loss_cfg['type']})")
-        return TrainResult(self.out, final, self.metrics.path, plot, self.step, self.resumed_from, last)
+        return TrainResult(self.out, final, self.metrics.path, plot, self.step, self.resumed_from, last,
+                           self.best if keep_best else None)
+
+    def _measure_start(self) -> None:
+        """checkpoint.keep_best's bar: the held-out pass rate of the policy before this run's first update (or of the
+        checkpoint resumed from, when that run kept no best), logged as the metrics line of its step."""
+        if self.dist.main:
+            r = self._evaluate()
+            if not r:
+                data = self.cfg.data
+                raise TrainingError(f"checkpoint.keep_best: no evaluation tasks in {data.eval_path or data.path} (split "
+                                    f"{data.eval_split!r}); set data.eval_split or data.eval_path")
+            start = self.resumed_from
+            self.best = start_best(self.step, r["eval_pass_at_1"], str(start) if start else self._base_model(),
+                                   int(r["eval_tasks"]), start.name if start else None)
+            if self.step == 0:  # a fresh run: drop the start line of an attempt killed before its first checkpoint
+                self.metrics.truncate_after(-1)
+                self.metrics.append({"step": 0, **r})
+            write_best(self.ckpt_root, self.best)
+        self.dist.barrier()
 
     def _draw(self, count: int) -> list[TaskRow]:
         """`count` tasks for this rank from the shared stream; every rank advances the cursor identically."""
@@ -497,7 +524,7 @@ class GRPOTrainer:
             return {}
         t0 = time.perf_counter()
         r = greedy_pass_at_1(self.model, self.tok, self.cfg, self._eval_tasks, reward=self.reward)
-        return {"eval_pass_at_1": r["pass_at_1"], "eval_reward_mean": r["reward_mean"],
+        return {"eval_pass_at_1": r["pass_at_1"], "eval_reward_mean": r["reward_mean"], "eval_tasks": r["n"],
                 "eval_time_s": time.perf_counter() - t0}
 
     def _reduce(self, record: dict[str, Any]) -> dict[str, Any]:
@@ -675,20 +702,30 @@ class GRPOTrainer:
             return self._forward_logprobs(self.model, pb, self._shared_now)[0]
 
     # ------------------------------------------------------------------------------------------ checkpoint
+    def _base_model(self) -> str:
+        """What this run's policy started as: the SFT model it was given, model.name, or a random initialisation."""
+        cfg = self.cfg
+        return self.init_from or (cfg.model.name if cfg.model.init == "pretrained"
+                                  else f"random:{cfg.model.tokenizer or cfg.model.name}")
+
     def save(self) -> Path | None:
         cfg = self.cfg
         path = None
         if self.dist.main:
             last = self.metrics.read()[-1:] or [{}]
             metrics = {k: float(v) for k, v in last[0].items() if isinstance(v, (int, float)) and math.isfinite(v)}
+            name = f"step-{self.step}"
+            if self.best is not None and last[0].get("step") == self.step and METRIC in last[0]:
+                self.best = after_evaluation(self.best, self.step, float(last[0][METRIC]), name,
+                                             str(self.ckpt_root / name))
             path = save_checkpoint(
                 self.ckpt_root, self.step, model=self.model, tokenizer=self.tok,
                 optimizer=self.optimizer if cfg.checkpoint.save_optimizer else None,
                 trainer_state={"step": self.step, "cursor": self.cursor, "totals": self.totals,
-                               "config_hash": cfg.config_hash()},
+                               "config_hash": cfg.config_hash(),
+                               "best": self.best.model_dump(mode="json") if self.best else None},
                 manifest_fields={
-                    "base_model": self.init_from or (cfg.model.name if cfg.model.init == "pretrained"
-                                                     else f"random:{cfg.model.tokenizer or cfg.model.name}"),
+                    "base_model": self._base_model(),
                     "dataset_hash": file_digest(Path(cfg.data.path)),
                     "reward_version": self.reward.version,
                     "config_hash": cfg.config_hash(),
@@ -697,7 +734,10 @@ class GRPOTrainer:
                     "parent": self.resumed_from.name if self.resumed_from else None,
                 },
                 keep=cfg.checkpoint.keep,
+                protect=frozenset({self.best.checkpoint} if self.best and self.best.checkpoint else ()),
             )
+            if self.best is not None:
+                write_best(self.ckpt_root, self.best)
         self.dist.barrier()
         return path
 

@@ -115,6 +115,12 @@ def train(
         console.print(f"resumed from {result.resumed_from}")
     console.print(f"checkpoint: [bold]{result.final_checkpoint}[/bold]\nmetrics: {result.metrics_path}\n"
                   f"plot: {result.plot_path}", highlight=False)
+    if result.best is not None:
+        b = result.best
+        what = (f"{b.checkpoint} ({b.path})" if b.checkpoint else
+                f"the starting policy ({b.path}): no checkpoint beat it")
+        console.print(f"best by eval pass@1 on {b.eval_tasks} held-out tasks: [bold]{what}[/bold], {b.value:.3f} "
+                      f"(start {b.start_value:.3f})", highlight=False)
     if book and result.final_checkpoint:
         name = book.finish("finished", result.last, result.final_checkpoint)
         console.print(f"registered as [bold]{name}[/bold] (run {book.run_id}) in {book.path}", highlight=False)

@@ -212,7 +212,7 @@ def _monitor(ws: Workspace, runs: RunManager) -> None:
         cols[0].metric("state", s.state)
         cols[1].metric("kind", s.record.kind)
         rows = read_metrics(find_metrics_file(s.record.output_dir) or "")
-        cols[2].metric("steps logged", len(rows))
+        cols[2].metric("steps logged", sum(1 for r in rows if r.get("step", 1) >= 1))  # step 0: keep_best's start
         cols[3].metric("unaudited override", "yes" if s.record.allow_unaudited else "no")
         if s.state == "running" and st.button("Stop run", key=f"stop_{run_id}"):
             with st.spinner("stopping (SIGTERM, then wait)"):
