@@ -48,33 +48,41 @@ def _scripted_eval(monkeypatch, values: list[float]) -> list[float]:
     return given
 
 
+def _yaml(tmp_path: Path, steps: int) -> Path:
+    return _tiny_yaml(tmp_path, steps=steps, eval_every=1, checkpoint__every=10, checkpoint__keep=1,
+                      checkpoint__keep_best=True, rollout__max_new_tokens=8, overlong__buffer_tokens=2)
+
+
 def _cfg(tmp_path: Path, steps: int):
     from training.config_io import load_train_config
 
-    return load_train_config(_tiny_yaml(tmp_path, steps=steps, eval_every=1, checkpoint__every=10,
-                                        checkpoint__keep=1, checkpoint__keep_best=True, rollout__max_new_tokens=8,
-                                        overlong__buffer_tokens=2))
+    return load_train_config(_yaml(tmp_path, steps))
 
 
 def test_the_best_checkpoint_outlives_pruning_and_a_resume_keeps_it(tmp_path, monkeypatch):
     """Start 0.5, then 0.25, 0.75, 0.5, 0.75: step 2 is the best (step 4 only ties it), kept beside the newest
-    checkpoint although keep is 1. Killed after step 2 and resumed, the run measures no new start and ends with the
-    same best as one never interrupted."""
+    checkpoint although keep is 1, and registered beside the final one so either can be promoted. Killed after
+    step 2 and resumed, the run measures no new start and ends with the same best as one never interrupted."""
     from training.checkpoints import is_complete
     from training.grpo import GRPOTrainer
+    from training.registry import Registry
 
     script = [0.5, 0.25, 0.75, 0.5, 0.75]
     given = _scripted_eval(monkeypatch, script)
-    cfg = _cfg(tmp_path / "a", 4)
-    result = GRPOTrainer(cfg).train()
-    ck = Path(cfg.output_dir) / "checkpoints"
+    out = runner.invoke(app, ["train", str(_yaml(tmp_path / "a", 4))])
+    assert out.exit_code == 0, out.output
+    run = tmp_path / "a" / "run"
+    ck = run / "checkpoints"
     assert sorted(p.name for p in ck.glob("step-*")) == ["step-2", "step-4"]
     assert is_complete(ck / "step-2")
     best = read_best(ck)
-    assert best == result.best
-    assert (best.step, best.value, best.checkpoint, Path(best.path)) == (2, 0.75, "step-2", ck / "step-2")
+    assert (best.step, best.value, best.checkpoint, Path(best.path)) == (2, 0.75, "step-2", (ck / "step-2").resolve())
     assert (best.start_step, best.start_value, best.history) == (0, 0.5, list(enumerate(script)))
-    lines = [json.loads(x) for x in (Path(cfg.output_dir) / "metrics.jsonl").read_text().splitlines()]
+    assert "best by eval pass@1 on 8 held-out tasks: step-2" in " ".join(out.output.split())
+    with Registry() as reg:
+        assert sorted((c.step, Path(c.path)) for c in reg.checkpoints()) == [(2, (ck / "step-2").resolve()),
+                                                                              (4, (ck / "step-4").resolve())]
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [(r["step"], r["eval_pass_at_1"]) for r in lines] == list(enumerate(script))
     assert "reward_mean" not in lines[0]  # the start line holds the evaluation only
 

@@ -360,8 +360,8 @@ class GRPOTrainer:
             r = self._evaluate()
             if not r:
                 data = self.cfg.data
-                raise TrainingError(f"checkpoint.keep_best: no evaluation tasks in {data.eval_path or data.path} (split "
-                                    f"{data.eval_split!r}); set data.eval_split or data.eval_path")
+                raise TrainingError(f"checkpoint.keep_best: no evaluation tasks in {data.eval_path or data.path} "
+                                    f"(split {data.eval_split!r}); set data.eval_split or data.eval_path")
             start = self.resumed_from
             self.best = start_best(self.step, r["eval_pass_at_1"], str(start) if start else self._base_model(),
                                    int(r["eval_tasks"]), start.name if start else None)
@@ -717,7 +717,7 @@ class GRPOTrainer:
             name = f"step-{self.step}"
             if self.best is not None and last[0].get("step") == self.step and METRIC in last[0]:
                 self.best = after_evaluation(self.best, self.step, float(last[0][METRIC]), name,
-                                             str(self.ckpt_root / name))
+                                             str((self.ckpt_root / name).resolve()))
             path = save_checkpoint(
                 self.ckpt_root, self.step, model=self.model, tokenizer=self.tok,
                 optimizer=self.optimizer if cfg.checkpoint.save_optimizer else None,

@@ -115,15 +115,20 @@ def train(
         console.print(f"resumed from {result.resumed_from}")
     console.print(f"checkpoint: [bold]{result.final_checkpoint}[/bold]\nmetrics: {result.metrics_path}\n"
                   f"plot: {result.plot_path}", highlight=False)
+    best = None
     if result.best is not None:
         b = result.best
         what = (f"{b.checkpoint} ({b.path})" if b.checkpoint else
                 f"the starting policy ({b.path}): no checkpoint beat it")
         console.print(f"best by eval pass@1 on {b.eval_tasks} held-out tasks: [bold]{what}[/bold], {b.value:.3f} "
                       f"(start {b.start_value:.3f})", highlight=False)
+        if b.checkpoint and result.final_checkpoint and Path(b.path).resolve() != result.final_checkpoint.resolve():
+            best = Path(b.path)
     if book and result.final_checkpoint:
-        name = book.finish("finished", result.last, result.final_checkpoint)
-        console.print(f"registered as [bold]{name}[/bold] (run {book.run_id}) in {book.path}", highlight=False)
+        names = book.finish("finished", result.last, result.final_checkpoint, best)
+        if names:
+            console.print(f"registered as [bold]{names[0]}[/bold]" + (f", the best as [bold]{names[1]}[/bold]"
+                          if len(names) > 1 else "") + f" (run {book.run_id}) in {book.path}", highlight=False)
 
 
 class _RunBook:
@@ -142,20 +147,22 @@ class _RunBook:
         except Exception as exc:  # noqa: BLE001 - reported, never fatal
             console.print(f"[yellow]registry not written ({self.path}): {exc}[/yellow]", highlight=False)
 
-    def finish(self, status: str, metrics: dict, checkpoint: Path | None = None) -> str | None:
+    def finish(self, status: str, metrics: dict, checkpoint: Path | None = None, best: Path | None = None) -> list[str]:
+        """Close the run's row; register its final checkpoint and, with checkpoint.keep_best, the best one when that
+        is another (so either can be promoted). Returns the registered names, final first."""
         from training.registry import Registry
 
         if self.run_id is None:
-            return None
+            return []
         nums = {k: float(v) for k, v in (metrics or {}).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         try:
             with Registry(self.path) as reg:
-                rec = reg.register_checkpoint(checkpoint, run_id=self.run_id) if checkpoint else None
+                recs = [reg.register_checkpoint(c, run_id=self.run_id) for c in (checkpoint, best) if c]
                 reg.finish_run(self.run_id, status=status, metrics=nums)
-            return rec.name if rec else None
+            return [r.name for r in recs]
         except Exception as exc:  # noqa: BLE001
             console.print(f"[yellow]registry not updated ({self.path}): {exc}[/yellow]", highlight=False)
-            return None
+            return []
 
 
 def register(app: typer.Typer) -> None:
