@@ -323,7 +323,8 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
                 "sft_pass_at_1": out["pass_at_1"]["sft"],
                 "steps": out.get("grpo_steps_run"), "pass_at_1": out["pass_at_1"]["sft_grpo"],
                 "pass_at_1_seen_templates": seen.get("sft_grpo"), "pass_at_1_held_out_templates": held.get("sft_grpo"),
-                "grpo_metrics": out.get("grpo_metrics")})
+                "grpo_metrics": out.get("grpo_metrics"),
+                **({"grpo_best": out["grpo_best"]} if out.get("grpo_best") else {})})
         out["setup"].update(_grpo_record(a))
         out["command_grpo"] = a.command
         out["stages_completed"] = [s for s in out["stages_completed"] if s not in ("grpo", "eval_sft_grpo")]
