@@ -75,7 +75,12 @@ def _plot(out: dict) -> None:
     if m:
         axes[1].plot([r["step"] for r in m], [r.get("reward_mean") or 0 for r in m], label="reward")
         axes[1].plot([r["step"] for r in m], [r.get("pass_rate") or 0 for r in m], label="pass rate")
-        axes[1].legend(fontsize=8)
+        best = out.get("grpo_best")
+        if best:  # --grpo-eval-tasks: the validation pass@1 the stage's result was chosen by, from the SFT model on
+            xs, ys = zip(*best["history"])
+            axes[1].plot(xs, ys, marker="o", color="#555", label=f"validation greedy pass@1 ({best['eval_tasks']} "
+                         f"tasks; chosen: step {best['step']}{' = SFT' if best['checkpoint'] is None else ''})")
+        axes[1].legend(fontsize=7)
     reward = "binary" if "binary" in out["setup"].get("train_reward", "") else "shaped"
     axes[1].set_title(f"GRPO ({out['setup'].get('loss')}) samples, {reward} reward", fontsize=9)
     axes[1].set_xlabel("step")
