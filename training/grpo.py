@@ -344,8 +344,7 @@ class GRPOTrainer:
                 break
             last = self.train_step()
             done_here += 1
-            evaluated = bool(cfg.eval_every) and self.step % cfg.eval_every == 0
-            if self.step % cfg.checkpoint.every == 0 or self.step == cfg.steps or (keep_best and evaluated):
+            if self.step % cfg.checkpoint.every == 0 or self.step == cfg.steps or (keep_best and self._eval_due()):
                 final = self.save()
         plot = None
         if self.dist.main:
@@ -506,13 +505,17 @@ class GRPOTrainer:
             cursor=self.cursor,
         )
         record = self._reduce(record)
-        if cfg.eval_every and self.step % cfg.eval_every == 0 and self.dist.main:
+        if self._eval_due() and self.dist.main:
             record.update(self._evaluate())
         if self.dist.main:
             self.metrics.append(record)
         if self.on_step is not None and self.dist.main:
             self.on_step(record)
         return record
+
+    def _eval_due(self) -> bool:
+        """Whether the step just taken is an `eval_every` step (the same answer on every rank)."""
+        return bool(self.cfg.eval_every) and self.step % self.cfg.eval_every == 0
 
     def _evaluate(self) -> dict[str, Any]:
         """Greedy pass@1 on the first `eval_tasks` tasks of the eval split (logged as eval_pass_at_1)."""
