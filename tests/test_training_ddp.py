@@ -30,18 +30,33 @@ open(f"{cfg.output_dir}/rank{trainer.dist.rank}.json", "w").write(json.dumps(out
 """
 
 
-@pytest.mark.slow
-def test_accelerate_launch_two_cpu_processes(tmp_path):
+SFT_SCRIPT = """
+import json, os, sys
+from pathlib import Path
+from training.config_io import load_train_config
+from training.sft import run_sft
+cfg = load_train_config(sys.argv[1])
+out = run_sft(cfg, out_dir=Path(cfg.output_dir) / "sft")
+info = json.loads((out / "sft_info.json").read_text())  # every rank returns after the folder is complete
+Path(cfg.output_dir, f"sft_rank{os.environ['RANK']}.json").write_text(json.dumps({"steps": info["steps"]}))
+"""
+
+
+def _tiny_config(tmp_path: Path, **changes) -> Path:
     data = yaml.safe_load((ROOT / "examples" / "configs" / "tiny.yaml").read_text())
     data["data"]["path"] = str(ROOT / "examples" / "arithmetic" / "tasks.jsonl")
     data["reward"]["function"] = str(ROOT / "examples" / "arithmetic" / "reward.py") + ":letter_share"
     data["output_dir"] = str(tmp_path / "run")
-    data["steps"] = 3
-    data["checkpoint"]["every"] = 3
+    data.update(changes)
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(yaml.safe_dump(data))
-    script = tmp_path / "ddp_train.py"
-    script.write_text(SCRIPT)
+    return cfg
+
+
+def _launch(tmp_path: Path, script_text: str, cfg: Path) -> None:
+    """Run `script_text` under `accelerate launch` with 2 CPU processes; fail with its output if it fails."""
+    script = tmp_path / "ddp_script.py"
+    script.write_text(script_text)
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
     env = {**os.environ, "RLVR_THREADS": "1", "PYTHONPATH": str(ROOT)}
     # on a machine without GPUs, `--multi_gpu` starts torchrun-style workers and Accelerator picks gloo on CPU
@@ -50,6 +65,15 @@ def test_accelerate_launch_two_cpu_processes(tmp_path):
                            "--mixed_precision", "no", "--dynamo_backend", "no", str(script), str(cfg)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_accelerate_launch_two_cpu_processes(tmp_path):
+    cfg = _tiny_config(tmp_path, steps=3)
+    data = yaml.safe_load(cfg.read_text())
+    data["checkpoint"]["every"] = 3
+    cfg.write_text(yaml.safe_dump(data))
+    _launch(tmp_path, SCRIPT, cfg)
     ranks = [json.loads((tmp_path / "run" / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert {r["world"] for r in ranks} == {2}
     assert ranks[0]["hash"] == ranks[1]["hash"]  # gradients were all-reduced: one model on both ranks
@@ -57,3 +81,19 @@ def test_accelerate_launch_two_cpu_processes(tmp_path):
     assert (tmp_path / "run" / "checkpoints" / "step-3" / "manifest.json").exists()
     lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 3  # rank 0 logs, once per step
+
+
+@pytest.mark.slow
+def test_sft_under_accelerate_launch_writes_one_complete_model_folder(tmp_path):
+    """Both ranks train; rank 0 alone writes the SFT folder (with the AdamW moments) while the other waits, so
+    neither finds the temporary folder removed under it (both used to write it and one crashed)."""
+    demos = ROOT / "examples" / "arithmetic" / "demonstrations.jsonl"
+    cfg = _tiny_config(tmp_path, sft={"data_path": str(demos), "max_steps": 3, "batch_size": 4,
+                                      "save_optimizer": True}, optim={"lr": 1e-3, "optimizer": "adamw"})
+    _launch(tmp_path, SFT_SCRIPT, cfg)
+    assert [json.loads((tmp_path / "run" / f"sft_rank{r}.json").read_text())["steps"] for r in (0, 1)] == [3, 3]
+    sft = tmp_path / "run" / "sft"
+    info = json.loads((sft / "sft_info.json").read_text())
+    assert info["optimizer_moments"] > 0
+    assert (sft / "sft_moments.pt").is_file() and (sft / "model.safetensors").is_file()
+    assert not list(tmp_path.glob("run/.tmp-*"))
