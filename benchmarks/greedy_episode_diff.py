@@ -36,6 +36,40 @@ def eval_config(work: Path, tools: str, max_turns: int, max_new_tokens: int, pre
     return _config(lw, work / f"data-{tools}", threads, "episode-diff", "env:binary", steps=1)
 
 
+def add_eval_arguments(ap: argparse.ArgumentParser) -> None:
+    """The flags that say which learn_workplace evaluation to repeat: its dataset, test sample and tool-loop limits."""
+    from learn_workplace import build_parser
+
+    ap.add_argument("--work", type=Path, default=Path("/tmp/lw7"), help="learn_workplace's --work (its dataset)")
+    ap.add_argument("--tools", default="relevant")
+    ap.add_argument("--eval-tasks", type=int, default=48)
+    ap.add_argument("--subset", choices=["seen", "held_out", "all"], default="all",
+                    help="the test tasks of templates training saw, of the held-out templates, or both")
+    lw = build_parser()
+    ap.add_argument("--max-turns", type=int, default=lw.get_default("max_turns"),
+                    help="the compared run's learn_workplace --max-turns (its default when not given)")
+    ap.add_argument("--max-new-tokens", type=int, default=lw.get_default("max_new_tokens"),
+                    help="the compared run's learn_workplace --max-new-tokens")
+    ap.add_argument("--precision", default=lw.get_default("precision"), choices=["fp32", "bf16-autocast"])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=48)
+
+
+def eval_setup(a: argparse.Namespace) -> tuple[int, Any, list]:
+    """(threads, evaluation config, test tasks) for the flags of `add_eval_arguments`."""
+    from learn_workplace import test_sample
+    from training.model import configure_threads
+
+    threads = configure_threads(a.threads)
+    data = a.work / f"data-{a.tools}"
+    if not (data / "test.parquet").exists():
+        raise SystemExit(f"{data}: no learn_workplace dataset; run benchmarks/learn_workplace.py --work {a.work} first")
+    tasks = test_sample(data, a.eval_tasks)
+    if a.subset != "all":
+        tasks = [t for t in tasks if bool(t.metadata.get("held_out_template")) == (a.subset == "held_out")]
+    return threads, eval_config(a.work, a.tools, a.max_turns, a.max_new_tokens, a.precision, threads), tasks
+
+
 def episodes(model_dir: str, cfg: Any, tasks: list, threads: int, batch: int) -> tuple[dict, float]:
     """task id -> the greedy episode of the policy in `model_dir`, and the seconds it took."""
     from training.model import load_model
@@ -78,35 +112,14 @@ def compare(tasks: list, before: dict, after: dict) -> dict:
 
 def main() -> None:
     from generators.task_io import atomic_write_bytes
-    from learn_workplace import build_parser, test_sample
-    from training.model import configure_threads
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", required=True, help="model folder (e.g. the SFT model)")
     ap.add_argument("--after", required=True, help="model folder (e.g. a GRPO checkpoint)")
-    ap.add_argument("--work", type=Path, default=Path("/tmp/lw7"), help="learn_workplace's --work (its dataset)")
-    ap.add_argument("--tools", default="relevant")
-    ap.add_argument("--eval-tasks", type=int, default=48)
-    ap.add_argument("--subset", choices=["seen", "held_out", "all"], default="all",
-                    help="the test tasks of templates training saw, of the held-out templates, or both")
-    lw = build_parser()
-    ap.add_argument("--max-turns", type=int, default=lw.get_default("max_turns"),
-                    help="the compared run's learn_workplace --max-turns (its default when not given)")
-    ap.add_argument("--max-new-tokens", type=int, default=lw.get_default("max_new_tokens"),
-                    help="the compared run's learn_workplace --max-new-tokens")
-    ap.add_argument("--precision", default=lw.get_default("precision"), choices=["fp32", "bf16-autocast"])
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--batch", type=int, default=48)
+    add_eval_arguments(ap)
     ap.add_argument("--result", type=Path, default=ROOT / "benchmarks" / "results" / "greedy_episode_diff.json")
     a = ap.parse_args()
-    threads = configure_threads(a.threads)
-    data = a.work / f"data-{a.tools}"
-    if not (data / "test.parquet").exists():
-        raise SystemExit(f"{data}: no learn_workplace dataset; run benchmarks/learn_workplace.py --work {a.work} first")
-    tasks = test_sample(data, a.eval_tasks)
-    if a.subset != "all":
-        tasks = [t for t in tasks if bool(t.metadata.get("held_out_template")) == (a.subset == "held_out")]
-    cfg = eval_config(a.work, a.tools, a.max_turns, a.max_new_tokens, a.precision, threads)
+    threads, cfg, tasks = eval_setup(a)
     before, s_before = episodes(a.before, cfg, tasks, threads, a.batch)
     after, s_after = episodes(a.after, cfg, tasks, threads, a.batch)
     out = {"benchmark": "greedy_episode_diff",
