@@ -33,7 +33,8 @@ def _split(spec: str) -> tuple[str, str]:
     return target, attr
 
 
-def _is_file_target(target: str) -> bool:
+def is_file_target(target: str) -> bool:
+    """Whether a spec's target names a file ('x.py', a path) rather than an importable module."""
     return target.endswith(".py") or "/" in target or "\\" in target
 
 
@@ -65,7 +66,7 @@ def import_file(path: Path) -> Any:
 def resolve_callable(spec: str) -> tuple[Any, str]:
     """The object a `file.py:attr` / `module:attr` spec names and the normalised spec (absolute file path)."""
     target, attr = _split(spec)
-    if _is_file_target(target):
+    if is_file_target(target):
         path = Path(target).expanduser()
         if not path.exists():
             raise RewardSpecError(f"reward spec {spec!r}: file {path} does not exist")

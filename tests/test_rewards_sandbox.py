@@ -220,6 +220,23 @@ def test_closures_are_shipped_by_value(box):
     assert [r.passed for r in res] == [False, True]
 
 
+def test_module_rewards_resolve_on_the_callers_path_at_each_call(box, tmp_path, monkeypatch):
+    """The workers started before these folders existed (the process-wide sandbox serves a whole session): a
+    'module:function' reward still resolves as it does in the caller, and after the caller's path changes to a
+    folder with another module of the same name, the workers load that one, not the copy they imported first."""
+    import sys
+
+    for i, score in enumerate((1.0, 0.25)):
+        folder = tmp_path / f"version{i}"
+        folder.mkdir()
+        (folder / "late_module_reward.py").write_text(f"def score(completion):\n    return {score}\n")
+        monkeypatch.syspath_prepend(str(folder))
+        monkeypatch.delitem(sys.modules, "late_module_reward", raising=False)  # the caller re-imports it too
+        (res,) = score_batch(load_reward("late_module_reward:score"), ["x"], [{}], sandbox=box)
+        assert res.error is None, res.reason
+        assert res.score == score
+
+
 def test_auto_sandboxes_user_code_but_not_builtin_verifiers(user_file):
     from rewards.scoring import _use_sandbox
 

@@ -61,6 +61,12 @@ class SandboxStats:
     restarts: int = 0
 
 
+def caller_search_path() -> list[str]:
+    """Where this process finds modules now: its working directory, then sys.path's existing folders. Workers append
+    it after their own entries, so 'module:function' rewards resolve as they would here."""
+    return list(dict.fromkeys(p for p in (os.getcwd(), *sys.path) if p and os.path.isdir(p)))
+
+
 def _describe_exit(code: int | None) -> str:
     if code is None:
         return "still running"
@@ -81,8 +87,7 @@ class _Worker:
         env = dict(os.environ)
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = root
-        paths = [p for p in sys.path if p and os.path.isdir(p)]
-        env["RLVR_SANDBOX_PATH"] = os.pathsep.join(dict.fromkeys([os.getcwd(), *paths]))
+        env["RLVR_SANDBOX_PATH"] = os.pathsep.join(caller_search_path())
         env.update({"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                     "TOKENIZERS_PARALLELISM": "false", "RLVR_SANDBOX": "1", "PYTHONDONTWRITEBYTECODE": "1"})
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
@@ -205,13 +210,13 @@ class Sandbox:
 
     # ---- scoring
     @staticmethod
-    def _payload(reward: Reward) -> tuple[str, Any]:
-        if reward.ref:
-            return ("ref", reward.ref)
+    def _payload(reward: Reward) -> tuple[str, Any, list[str]]:
+        if reward.ref:  # with the caller's path as it is now: the worker may have been started long before
+            return ("ref", reward.ref, caller_search_path())
         import cloudpickle
 
         try:
-            return ("pickle", cloudpickle.dumps(reward.fn))
+            return ("pickle", cloudpickle.dumps(reward.fn), caller_search_path())  # by-reference parts import
         except Exception as exc:  # noqa: BLE001
             raise SandboxError(
                 f"reward {reward.name} cannot be sent to sandbox workers ({type(exc).__name__}: {exc}); define it in "

@@ -26,13 +26,44 @@ def _on_alarm(signum: int, frame: Any) -> None:
     raise RewardTimeout()
 
 
-def _load(payload: tuple[str, Any]) -> tuple[Any, str | None]:
-    """(callable, kind-or-None) from ('ref', 'file.py:fn' / 'module:fn') or ('pickle', bytes)."""
-    how, data = payload
+def follow_caller_path(own: list[str], caller: list[str]) -> None:
+    """Make sys.path the worker's own entries, then the caller's search path as it is *now*, in the caller's order.
+
+    Why: a worker outlives the call that started it (the process-wide sandbox serves every later call), and the
+    caller's path can change in between (a folder put in front, a working directory left). Without this a
+    'module:function' reward resolved against the path of whoever started the worker: a folder deleted since, or
+    an older copy of the module elsewhere."""
+    sys.path[:] = own + [p for p in dict.fromkeys(caller) if p and p not in own]
+
+
+def forget_moved_module(target: str) -> None:
+    """Drop a module (with its submodules) that this worker imported from another file than the one the current
+    sys.path finds first, so the next import loads the caller's; modules found where they were are kept."""
+    import importlib.machinery
+
+    top = target.split(".")[0]
+    cached = sys.modules.get(top)
+    origin = getattr(cached, "__file__", None)
+    if not origin:
+        return
+    spec = importlib.machinery.PathFinder.find_spec(top, sys.path)
+    if spec is not None and spec.origin and os.path.realpath(spec.origin) != os.path.realpath(origin):
+        for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
+            del sys.modules[name]
+
+
+def _load(payload: tuple[Any, ...], own_path: list[str]) -> tuple[Any, str | None]:
+    """(callable, kind-or-None) from ('ref', 'file.py:fn' / 'module:fn', caller's search path) or ('pickle', bytes,
+    caller's search path)."""
+    how, data, caller_path = payload
+    follow_caller_path(own_path, caller_path)
     if how == "ref":
-        from rewards.loading import resolve_callable
+        from rewards.loading import is_file_target, resolve_callable
         from rewards.reward import Reward
 
+        target = data.rpartition(":")[0]
+        if not is_file_target(target):
+            forget_moved_module(target)
         obj, _ = resolve_callable(data)
         if isinstance(obj, Reward):
             return obj.fn, obj.kind
@@ -83,9 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     from rewards.sandbox.framing import encode, read_frame, write_all
     import cloudpickle  # noqa: F401 - so pickled closures load
 
-    for p in os.environ.get("RLVR_SANDBOX_PATH", "").split(os.pathsep):  # the parent's paths, after our own
-        if p and p not in sys.path:
-            sys.path.append(p)
+    own_path = list(sys.path)
+    follow_caller_path(own_path, os.environ.get("RLVR_SANDBOX_PATH", "").split(os.pathsep))  # the parent's, after
     limit_memory(args.memory_mb)
     signal.signal(signal.SIGALRM, _on_alarm)
     # before any thread starts: Landlock and seccomp bind the calling thread and the threads it starts later
@@ -106,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 try:
                     signal.setitimer(signal.ITIMER_REAL, max(timeout_s, 30.0))
-                    fn, kind_found = _load(payload)
+                    fn, kind_found = _load(payload, own_path)
                     signal.setitimer(signal.ITIMER_REAL, 0)
                     loaded[key] = (fn, Binding.of(fn), kind_found or kind)
                 except BaseException as exc:  # noqa: BLE001 - the load failure is every call's error
