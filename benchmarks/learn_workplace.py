@@ -168,7 +168,8 @@ def _grpo_setup(a: argparse.Namespace) -> str:
            "(guidance.sft_coef)" if a.grpo_sft_coef else "")
     best = (f"; the stage's result is its best policy by greedy pass@1 on the first {a.grpo_eval_tasks} validation "
             "tasks, the SFT model included (checkpoint.keep_best)" if a.grpo_eval_tasks else "")
-    return (f"{a.grpo_batch} episodes per step ({a.grpo_group} per prompt), {how}lr {a.grpo_lr}, {optimizer}, "
+    schedule = "" if a.grpo_scheduler == "constant" else f" ({a.grpo_scheduler} decay to 0 over {a.grpo_steps} steps)"
+    return (f"{a.grpo_batch} episodes per step ({a.grpo_group} per prompt), {how}lr {a.grpo_lr}{schedule}, {optimizer}, "
             f"loss {a.grpo_loss}{policy}, negative advantages x{a.grpo_negative_weight}, {decoding}{forks}{zvp_text}{guided}"
             f"{sft}{best}")
 
@@ -181,13 +182,15 @@ def _grpo_record(a: argparse.Namespace) -> dict:
             "grpo_zero_variance": _grpo_zero_variance(a), "grpo_optimizer": a.grpo_optimizer,
             "grpo_momentum": a.grpo_momentum, "grpo_guidance": a.grpo_guidance, "grpo_group": a.grpo_group,
             "grpo_sft_coef": a.grpo_sft_coef, "grpo_policy_coef": a.grpo_policy_coef, "seed": a.seed,
-            "grpo_sft_moments": a.grpo_sft_moments, "grpo_eval_tasks": a.grpo_eval_tasks}
+            "grpo_sft_moments": a.grpo_sft_moments, "grpo_eval_tasks": a.grpo_eval_tasks,
+            "grpo_scheduler": a.grpo_scheduler}
 
 
 # what a setup recorded before a key existed meant (the GRPO stage's settings of the sessions before it)
 _SETUP_DEFAULTS = {"negative_advantage_weight": 1.0, "grpo_temperature": 1.0, "grpo_optimizer": "adamw-bf16",
                    "grpo_momentum": 0.0, "grpo_guidance": False, "grpo_group": 4, "grpo_sft_coef": 0.0,
-                   "grpo_policy_coef": 1.0, "seed": 0, "grpo_sft_moments": "none", "grpo_eval_tasks": 0}
+                   "grpo_policy_coef": 1.0, "seed": 0, "grpo_sft_moments": "none", "grpo_eval_tasks": 0,
+                   "grpo_scheduler": "constant"}
 
 
 def _attempt_settings(setup: dict, a: argparse.Namespace) -> dict:
@@ -235,6 +238,7 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
         "dynamic_sampling": {"enabled": True, "max_rounds": a.ds_rounds},
         "optim": {"lr": a.grpo_lr, "optimizer": a.grpo_optimizer, "momentum": a.grpo_momentum,
                   "micro_batch_size": 4, "sft_moments": a.grpo_sft_moments if grpo_stage else "none",
+                  "scheduler": a.grpo_scheduler if grpo_stage else "constant",
                   **({"betas": SFT_BETAS} if a.grpo_sft_moments != "none" and grpo_stage else {})},
         "sft": {"data_path": str(data / "demonstrations.jsonl"), "max_steps": a.sft_steps, "epochs": a.sft_epochs,
                 "lr": a.sft_lr, "batch_size": a.sft_batch, "gradient_accumulation_steps": a.sft_accum,
@@ -570,6 +574,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--grpo-optimizer", choices=["adamw", "adamw-bf16", "sgd"], default="adamw-bf16",
                     help="optim.optimizer of the GRPO stage: Adam's first steps move every trained weight by lr "
                          "(sign descent), SGD's in proportion to its gradient (lr on SGD's scale)")
+    ap.add_argument("--grpo-scheduler", choices=["constant", "cosine", "linear"], default="constant",
+                    help="optim.scheduler of the GRPO stage: decay to 0 over --grpo-steps (set --grpo-steps to what "
+                    "the budget fits, or the stage stops before its small steps)")
     ap.add_argument("--grpo-momentum", type=float, default=0.0, help="optim.momentum (sgd only)")
     ap.add_argument("--grpo-eval-tasks", type=int, default=0,
                     help="model selection on validation (checkpoint.keep_best): greedy pass@1 of the SFT model and "

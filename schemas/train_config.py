@@ -203,6 +203,8 @@ class OptimSection(_Strict):
     weight_decay: float = Field(0.0, ge=0.0)
     max_grad_norm: float | None = Field(1.0, gt=0.0)
     warmup_steps: int = Field(0, ge=0)
+    # after warm-up: constant, or cosine/linear decay to 0 over the run's `steps` (training.lr_schedule)
+    scheduler: Literal["constant", "cosine", "linear"] = "constant"
     betas: tuple[float, float] = (0.9, 0.99)
     num_iterations: int = Field(1, ge=1)  # inner policy updates per batch (PPO's mu); >1 makes the ratio move
     micro_batch_size: int | None = Field(None, ge=1)  # completions per forward; None = the whole batch
@@ -367,6 +369,10 @@ class TrainConfig(_Strict):
         if frozen and (self.lora.enabled or (self.sft is not None and self.sft.lora.enabled)):
             problems.append("model.freeze_embeddings / model.freeze_layers choose what full fine-tuning trains; with "
                             "LoRA only the adapters train anyway: unset one of them")
+        if self.optim.scheduler != "constant" and self.optim.warmup_steps >= self.steps:
+            problems.append(f"optim.scheduler {self.optim.scheduler} decays after optim.warmup_steps "
+                            f"{self.optim.warmup_steps}, which leaves none of the run's {self.steps} steps to decay: "
+                            "lower warmup_steps below steps, or set optim.scheduler: constant")
         if problems:
             raise ValueError("incompatible training options:\n  - " + "\n  - ".join(problems))
         return self

@@ -4,6 +4,7 @@ are refused up front with what to change; reward errors stop the run instead of 
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import yaml
 from typer.testing import CliRunner
 
 from studio.cli import app
+from training.config_io import load_train_config
 from policy_probe import assert_one_update_raises_the_demonstrations, mean_trained_logprob
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,7 +88,7 @@ def test_resume_after_sigkill_gives_the_uninterrupted_result(tmp_path):
     ends with exactly the weights and the per-step rewards of a run that was never interrupted."""
     env = {**os.environ, "RLVR_THREADS": "1"}
     small = {"steps": 4, "checkpoint__every": 2, "checkpoint__keep": 5, "rollout__max_new_tokens": 8,
-             "overlong__buffer_tokens": 2}
+             "overlong__buffer_tokens": 2, "optim__scheduler": "cosine"}
     straight = _tiny_yaml(tmp_path / "a", **small)
     killed = _tiny_yaml(tmp_path / "b", **small)
     cmd = [sys.executable, "-m", "studio.cli", "train"]
@@ -122,6 +124,10 @@ def test_resume_after_sigkill_gives_the_uninterrupted_result(tmp_path):
     assert [r["step"] for r in rb] == [1, 2, 3, 4]
     assert [r["reward_mean"] for r in ra] == [r["reward_mean"] for r in rb]
     assert [r["cursor"] for r in ra] == [r["cursor"] for r in rb]
+    # the resumed run takes the cosine schedule's rates where the uninterrupted one did: base x 1, .85, .5, .15
+    base = load_train_config(straight).optim.lr
+    assert [r["lr"] for r in rb] == [r["lr"] for r in ra] == pytest.approx(
+        [base * 0.5 * (1 + math.cos(math.pi * k / 4)) for k in range(4)])
     manifest = json.loads((b / "checkpoints" / "step-4" / "manifest.json").read_text())
     assert manifest["parent"] == "step-2"
 
@@ -141,6 +147,8 @@ def test_resume_after_sigkill_gives_the_uninterrupted_result(tmp_path):
     ({"optim__sft_moments": "both", "optim__optimizer": "sgd"}, "set optim.optimizer to adamw or adamw-bf16"),
     ({"optim__sft_moments": "both", "sft__data_path": "d.jsonl"}, "set sft.save_optimizer: true"),
     ({"optim__sft_moments": "both", "lora__enabled": True}, "trains new adapter weights that have none"),
+    ({"steps": 3, "optim__scheduler": "cosine", "optim__warmup_steps": 3}, "leaves none of the run's 3 steps to "
+                                                                           "decay"),
     ({"checkpoint__keep_best": True}, "checkpoint.keep_best ranks checkpoints by the held-out pass rate that "
                                       "eval_every measures: set eval_every (e.g. eval_every: 4)"),
 ])

@@ -42,6 +42,7 @@ from training.checkpoints import (
     load_trainer_state,
     save_checkpoint,
 )
+from training.lr_schedule import scheduled_lr
 from training.losses import (
     AggregationScope,
     PolicyLossInputs,
@@ -495,12 +496,13 @@ class GRPOTrainer:
             sync()
         release_free_memory()
         step_time = time.perf_counter() - t0
+        lr = self._lr()  # the rate this update used (a function of the step number, read before it advances)
         self.step += 1
         record.update(stats)
         record.update(loss_stats)
         record.update(
             rss_mb=_rss_mb(), peak_rss_mb=_peak_rss_mb(), rss_after_rollout_mb=rss_rollout,
-            lr=self._lr(), gen_time_s=t_gen, train_time_s=step_time - t_gen, step_time_s=step_time,
+            lr=lr, gen_time_s=t_gen, train_time_s=step_time - t_gen, step_time_s=step_time,
             tokens=float(n_tokens), tokens_per_s=n_tokens / step_time if step_time > 0 else 0.0,
             cursor=self.cursor,
         )
@@ -540,8 +542,8 @@ class GRPOTrainer:
         return record
 
     def _lr(self) -> float:
-        w = self.cfg.optim.warmup_steps
-        return self.cfg.optim.lr * min(1.0, (self.step + 1) / w) if w else self.cfg.optim.lr
+        o = self.cfg.optim
+        return scheduled_lr(o.lr, self.step, self.cfg.steps, warmup=o.warmup_steps, schedule=o.scheduler)
 
     def _forward_logprobs(self, model: Any, pb: Any, shared: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         temp = self.cfg.rollout.logprob_temperature
