@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+
+from test_training_tiny import _tiny_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,17 +43,6 @@ Path(cfg.output_dir, f"sft_rank{os.environ['RANK']}.json").write_text(json.dumps
 """
 
 
-def _tiny_config(tmp_path: Path, **changes) -> Path:
-    data = yaml.safe_load((ROOT / "examples" / "configs" / "tiny.yaml").read_text())
-    data["data"]["path"] = str(ROOT / "examples" / "arithmetic" / "tasks.jsonl")
-    data["reward"]["function"] = str(ROOT / "examples" / "arithmetic" / "reward.py") + ":letter_share"
-    data["output_dir"] = str(tmp_path / "run")
-    data.update(changes)
-    cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(yaml.safe_dump(data))
-    return cfg
-
-
 def _launch(tmp_path: Path, script_text: str, cfg: Path) -> None:
     """Run `script_text` under `accelerate launch` with 2 CPU processes; fail with its output if it fails."""
     script = tmp_path / "ddp_script.py"
@@ -69,10 +59,7 @@ def _launch(tmp_path: Path, script_text: str, cfg: Path) -> None:
 
 @pytest.mark.slow
 def test_accelerate_launch_two_cpu_processes(tmp_path):
-    cfg = _tiny_config(tmp_path, steps=3)
-    data = yaml.safe_load(cfg.read_text())
-    data["checkpoint"]["every"] = 3
-    cfg.write_text(yaml.safe_dump(data))
+    cfg = _tiny_yaml(tmp_path, steps=3, checkpoint__every=3)
     _launch(tmp_path, SCRIPT, cfg)
     ranks = [json.loads((tmp_path / "run" / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert {r["world"] for r in ranks} == {2}
@@ -88,7 +75,7 @@ def test_sft_under_accelerate_launch_writes_one_complete_model_folder(tmp_path):
     """Both ranks train; rank 0 alone writes the SFT folder (with the AdamW moments) while the other waits, so
     neither finds the temporary folder removed under it (both used to write it and one crashed)."""
     demos = ROOT / "examples" / "arithmetic" / "demonstrations.jsonl"
-    cfg = _tiny_config(tmp_path, sft={"data_path": str(demos), "max_steps": 3, "batch_size": 4,
+    cfg = _tiny_yaml(tmp_path, sft={"data_path": str(demos), "max_steps": 3, "batch_size": 4,
                                       "save_optimizer": True}, optim={"lr": 1e-3, "optimizer": "adamw"})
     _launch(tmp_path, SFT_SCRIPT, cfg)
     assert [json.loads((tmp_path / "run" / f"sft_rank{r}.json").read_text())["steps"] for r in (0, 1)] == [3, 3]

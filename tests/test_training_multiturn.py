@@ -212,6 +212,7 @@ def test_guidance_replays_each_tasks_demonstration_as_the_last_group_member(work
     from training.config_io import parse_train_config
     from training.model import load_tokenizer
     from training.multiturn import EnvironmentCollector
+    from training.sft import tokenize_with_assistant_mask
 
     tok = load_tokenizer("default")
     tok.padding_side = "left"
@@ -235,6 +236,13 @@ def test_guidance_replays_each_tasks_demonstration_as_the_last_group_member(work
                       if json.loads(line)["task_id"] == s.task_id)
         rendered = tok.apply_chat_template(record["messages"], tokenize=False)
         assert tok.decode(s.prompt_ids + s.completion_ids) == rendered.rstrip("\n")
+        # token for token and mask for mask what SFT trained on (the same text can tokenize two ways): guidance
+        # continues SFT's lesson, never a re-tokenised variant of it
+        sft = tokenize_with_assistant_mask(tok, record["messages"], 8192)
+        stream = s.prompt_ids + s.completion_ids
+        assert len(stream) >= len(sft["input_ids"]) - 1  # all but the template's closing newline
+        assert stream == sft["input_ids"][:len(stream)]
+        assert [0] * len(s.prompt_ids) + s.loss_mask == sft["assistant_masks"][:len(stream)]
         trained = tok.decode([t for t, m in zip(s.completion_ids, s.loss_mask) if m])
         assert trained == "".join(r + "<|im_end|>" for r in demos[s.task_id])
         masked = tok.decode([t for t, m in zip(s.completion_ids, s.loss_mask) if not m])
