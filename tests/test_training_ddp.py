@@ -76,7 +76,7 @@ def test_sft_under_accelerate_launch_writes_one_complete_model_folder(tmp_path):
     neither finds the temporary folder removed under it (both used to write it and one crashed)."""
     demos = ROOT / "examples" / "arithmetic" / "demonstrations.jsonl"
     cfg = _tiny_yaml(tmp_path, sft={"data_path": str(demos), "max_steps": 3, "batch_size": 4,
-                                      "save_optimizer": True}, optim={"lr": 1e-3, "optimizer": "adamw"})
+                                    "save_optimizer": True}, optim={"lr": 1e-3, "optimizer": "adamw"})
     _launch(tmp_path, SFT_SCRIPT, cfg)
     assert [json.loads((tmp_path / "run" / f"sft_rank{r}.json").read_text())["steps"] for r in (0, 1)] == [3, 3]
     sft = tmp_path / "run" / "sft"

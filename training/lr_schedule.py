@@ -1,10 +1,12 @@
 """The GRPO stage's learning rate at each update: linear warm-up, then constant, cosine or linear decay to zero.
 
 Why a decay: a stage that starts from an SFT model whose own schedule ended near zero jumps back to a constant
-rate and stops there, at its largest steps (the "re-warming" of continued training: the loss rises first and the
-gain comes from the annealed tail). A decaying schedule ends every stage on small steps, as TRL's GRPOTrainer does
-by default (`lr_scheduler_type="linear"`). The rate is a pure function of the step number, so a resumed run takes
-exactly the rates the uninterrupted one would.
+rate and stops there, at its largest steps (the "re-warming" of continued training, where the loss rises first and
+any gain comes from the annealed tail). A decaying schedule ends the stage on small steps, as TRL's GRPOConfig does
+by default (`lr_scheduler_type="linear"`). Measured on learn_workplace (session 23): cosine decay over 8 guided SGD
+updates lost 0 and 1 of 48 greedy passes (seeds 0, 1) where the constant rate lost 0-4 (mean 2.25, four seeds); no
+stage gained. The rate is a pure function of the step number, so a resumed run takes exactly the rates the
+uninterrupted one would.
 """
 
 from __future__ import annotations
