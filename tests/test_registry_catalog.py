@@ -77,6 +77,31 @@ def test_register_refuses_tampered_or_incomplete_and_name_clash(tmp_path):
     assert auto.name == f"ck-{read_manifest(clash).weights_hash[:8]}"
 
 
+def test_the_same_weights_registered_from_a_new_folder_move_there_when_the_old_one_is_gone(tmp_path):
+    """A deterministic run re-made elsewhere (the demo in a fresh clone) registers the same name and hash from a new
+    folder. While the recorded folder still holds the weights the row stays; once it is gone or overwritten the row
+    moves to the new folder, so promotion and its hash check find the weights (they used to fail: 'no longer
+    exists'). Unverified registrations never move a row."""
+    import shutil
+
+    reg = Registry(tmp_path / "r.sqlite")
+    first = make_checkpoint(tmp_path / "run1", "demo", 5)
+    reg.register_checkpoint(first)
+    reg.promote("demo")
+    again = tmp_path / "run2" / "demo"
+    shutil.copytree(first, again)
+    assert reg.register_checkpoint(again).path == str(first.resolve())  # the old folder still holds them
+    shutil.rmtree(first)
+    assert reg.verify("production") == (False, f"{first.resolve()} no longer exists")
+    assert reg.register_checkpoint(again, verify=False).path == str(first.resolve())  # not checked: no move
+    assert reg.register_checkpoint(again).path == str(again.resolve())
+    assert reg.verify("production")[0] and reg.aliases()["production"] == "demo"
+    third = tmp_path / "run3" / "demo"
+    shutil.copytree(again, third)
+    save_file({"w": torch.ones(2)}, str(again / "model.safetensors"))  # the recorded folder now holds other weights
+    assert reg.register_checkpoint(third).path == str(third.resolve())
+
+
 def test_delete_needs_yes_and_not_current(tmp_path):
     reg = Registry(tmp_path / "r.sqlite")
     reg.register_checkpoint(make_checkpoint(tmp_path, "old", 1))

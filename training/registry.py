@@ -147,6 +147,16 @@ def _j(value: Any) -> str:
 
 # ----------------------------------------------------------------------------------------------------- registry
 
+def _holds(folder: Path, manifest: dict, weights_hash: str) -> bool:
+    """Whether `folder` still holds the weights registered under `weights_hash` (missing or changed files: no)."""
+    if not folder.is_dir():
+        return False
+    try:
+        return weights_digest(folder, manifest.get("weights_files") or default_weight_files(folder)) == weights_hash
+    except RegistryError:
+        return False
+
+
 class Registry:
     """The catalog at `path` (default `$RLVR_HOME/registry.sqlite`). One connection per instance and process."""
 
@@ -283,10 +293,13 @@ class Registry:
                             parent: str | None = None, verify: bool = True) -> CheckpointRecord:
         """Register the checkpoint in `folder` from its manifest, after checking the weights match its hash.
 
-        Registering the same name with the same hash again returns the existing row. Names are identities (lineage
-        and promotions refer to them): an explicit `name` taken by other weights is refused; the manifest's own
-        name (`step-N`, the same in every run) gets the weights' hash appended instead. `parent` records the
-        lineage when the manifest names none (a run started from a registered base model).
+        Registering the same name with the same hash again returns the existing row; when its recorded folder no
+        longer holds those weights (deleted, moved, overwritten) and this one does (checked above), the row moves
+        here: a deterministic run re-made in another folder (`rlvr demo` in a fresh clone) would otherwise leave
+        the name pointing at nothing, and every promotion and rollback to it would fail its hash check. Names are
+        identities (lineage and promotions refer to them): an explicit `name` taken by other weights is refused;
+        the manifest's own name (`step-N`, the same in every run) gets the weights' hash appended instead.
+        `parent` records the lineage when the manifest names none (a run started from a registered base model).
         """
         folder = Path(folder).resolve()
         manifest = read_manifest(folder)
@@ -308,6 +321,10 @@ class Registry:
                 if row[0] != manifest.weights_hash:
                     raise RegistryError(f"checkpoint name {name!r} is already registered with other weights; "
                                         "register this one under another name")
+                old = c.execute("SELECT path, manifest FROM checkpoints WHERE name = ?", (name,)).fetchone()
+                if verify and old[0] != str(folder) and not _holds(Path(old[0]), json.loads(old[1]), row[0]):
+                    c.execute("UPDATE checkpoints SET path = ?, manifest = ? WHERE name = ?",
+                              (str(folder), manifest.model_dump_json(), name))
             else:
                 c.execute("INSERT INTO checkpoints VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                           (name, str(folder), manifest.base_model, manifest.weights_hash, manifest.parent or parent, run_id,
