@@ -147,14 +147,18 @@ def _j(value: Any) -> str:
 
 # ----------------------------------------------------------------------------------------------------- registry
 
-def _holds(folder: Path, manifest: dict, weights_hash: str) -> bool:
-    """Whether `folder` still holds the weights registered under `weights_hash` (missing or changed files: no)."""
+def _folder_holds(folder: Path, manifest: dict, weights_hash: str) -> tuple[bool, str]:
+    """Whether `folder` still holds the weights registered under `weights_hash`, and what was found: the one check
+    behind `Registry.verify` and the move of a re-registered checkpoint's row."""
     if not folder.is_dir():
-        return False
+        return False, f"{folder} no longer exists"
     try:
-        return weights_digest(folder, manifest.get("weights_files") or default_weight_files(folder)) == weights_hash
-    except RegistryError:
-        return False
+        actual = weights_digest(folder, manifest.get("weights_files") or default_weight_files(folder))
+    except RegistryError as exc:
+        return False, str(exc)
+    if actual != weights_hash:
+        return False, f"weights hash is {actual[:16]}..., registered {weights_hash[:16]}..."
+    return True, f"weights match {weights_hash[:16]}..."
 
 
 class Registry:
@@ -312,17 +316,17 @@ class Registry:
         explicit = name is not None
         name = name or manifest.name
         with self.transaction() as c:
-            row = c.execute("SELECT weights_hash FROM checkpoints WHERE name = ?", (name,)).fetchone()
+            held = "SELECT weights_hash, path, manifest FROM checkpoints WHERE name = ?"
+            row = c.execute(held, (name,)).fetchone()
             if row is not None and row[0] != manifest.weights_hash and not explicit:
                 # trainer checkpoints are named step-N in every run: disambiguate by the weights' hash
                 name = f"{name}-{manifest.weights_hash[:8]}"
-                row = c.execute("SELECT weights_hash FROM checkpoints WHERE name = ?", (name,)).fetchone()
+                row = c.execute(held, (name,)).fetchone()
             if row is not None:
                 if row[0] != manifest.weights_hash:
                     raise RegistryError(f"checkpoint name {name!r} is already registered with other weights; "
                                         "register this one under another name")
-                old = c.execute("SELECT path, manifest FROM checkpoints WHERE name = ?", (name,)).fetchone()
-                if verify and old[0] != str(folder) and not _holds(Path(old[0]), json.loads(old[1]), row[0]):
+                if verify and row[1] != str(folder) and not _folder_holds(Path(row[1]), json.loads(row[2]), row[0])[0]:
                     c.execute("UPDATE checkpoints SET path = ?, manifest = ? WHERE name = ?",
                               (str(folder), manifest.model_dump_json(), name))
             else:
@@ -375,17 +379,7 @@ class Registry:
     def verify(self, name_or_alias: str) -> tuple[bool, str]:
         """Re-hash a checkpoint's weight files against the registered hash: (ok, what was found)."""
         rec = self.checkpoint(name_or_alias)
-        folder = Path(rec.path)
-        files = rec.manifest.get("weights_files") or (default_weight_files(folder) if folder.is_dir() else [])
-        if not folder.is_dir():
-            return False, f"{folder} no longer exists"
-        try:
-            actual = weights_digest(folder, files)
-        except RegistryError as exc:
-            return False, str(exc)
-        if actual != rec.weights_hash:
-            return False, f"weights hash is {actual[:16]}..., registered {rec.weights_hash[:16]}..."
-        return True, f"weights match {rec.weights_hash[:16]}..."
+        return _folder_holds(Path(rec.path), rec.manifest, rec.weights_hash)
 
     def _require_verified(self, name: str, what: str) -> None:
         ok, msg = self.verify(name)
