@@ -169,9 +169,10 @@ def _grpo_setup(a: argparse.Namespace) -> str:
     best = (f"; the stage's result is its best policy by greedy pass@1 on the first {a.grpo_eval_tasks} validation "
             "tasks, the SFT model included (checkpoint.keep_best)" if a.grpo_eval_tasks else "")
     schedule = "" if a.grpo_scheduler == "constant" else f" ({a.grpo_scheduler} decay to 0 over {a.grpo_steps} steps)"
+    kl = f", k3 KL to the SFT model x{a.grpo_beta:g} (loss.beta)" if a.grpo_beta else ""
     return (f"{a.grpo_batch} episodes per step ({a.grpo_group} per prompt), {how}lr {a.grpo_lr}{schedule}, {optimizer}, "
-            f"loss {a.grpo_loss}{policy}, negative advantages x{a.grpo_negative_weight}, {decoding}{forks}{zvp_text}{guided}"
-            f"{sft}{best}")
+            f"loss {a.grpo_loss}{policy}{kl}, negative advantages x{a.grpo_negative_weight}, {decoding}{forks}{zvp_text}"
+            f"{guided}{sft}{best}")
 
 
 def _grpo_record(a: argparse.Namespace) -> dict:
@@ -183,14 +184,14 @@ def _grpo_record(a: argparse.Namespace) -> dict:
             "grpo_momentum": a.grpo_momentum, "grpo_guidance": a.grpo_guidance, "grpo_group": a.grpo_group,
             "grpo_sft_coef": a.grpo_sft_coef, "grpo_policy_coef": a.grpo_policy_coef, "seed": a.seed,
             "grpo_sft_moments": a.grpo_sft_moments, "grpo_eval_tasks": a.grpo_eval_tasks,
-            "grpo_scheduler": a.grpo_scheduler}
+            "grpo_scheduler": a.grpo_scheduler, "grpo_beta": a.grpo_beta}
 
 
 # what a setup recorded before a key existed meant (the GRPO stage's settings of the sessions before it)
 _SETUP_DEFAULTS = {"negative_advantage_weight": 1.0, "grpo_temperature": 1.0, "grpo_optimizer": "adamw-bf16",
                    "grpo_momentum": 0.0, "grpo_guidance": False, "grpo_group": 4, "grpo_sft_coef": 0.0,
                    "grpo_policy_coef": 1.0, "seed": 0, "grpo_sft_moments": "none", "grpo_eval_tasks": 0,
-                   "grpo_scheduler": "constant"}
+                   "grpo_scheduler": "constant", "grpo_beta": 0.0}
 
 
 def _attempt_settings(setup: dict, a: argparse.Namespace) -> dict:
@@ -234,7 +235,8 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
         "loss": {"type": a.grpo_loss, "negative_advantage_weight": a.grpo_negative_weight,
                  "top_entropy_fraction": a.grpo_top_entropy, "zero_variance_alpha": a.grpo_zvp_alpha,
                  "zero_variance_negative_alpha": a.grpo_zvp_negative_alpha,
-                 "policy_coef": a.grpo_policy_coef if grpo_stage else 1.0},
+                 "policy_coef": a.grpo_policy_coef if grpo_stage else 1.0,
+                 "beta": a.grpo_beta if grpo_stage else 0.0},
         "dynamic_sampling": {"enabled": True, "max_rounds": a.ds_rounds},
         "optim": {"lr": a.grpo_lr, "optimizer": a.grpo_optimizer, "momentum": a.grpo_momentum,
                   "micro_batch_size": 4, "sft_moments": a.grpo_sft_moments if grpo_stage else "none",
@@ -577,6 +579,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--grpo-scheduler", choices=["constant", "cosine", "linear"], default="constant",
                     help="optim.scheduler of the GRPO stage: decay to 0 over --grpo-steps (set --grpo-steps to what "
                     "the budget fits, or the stage stops before its small steps)")
+    ap.add_argument("--grpo-beta", type=float, default=0.0, help="loss.beta: the k3 KL penalty to the SFT model "
+                    "(a frozen copy of it is loaded and run on every update's tokens when above 0)")
     ap.add_argument("--grpo-momentum", type=float, default=0.0, help="optim.momentum (sgd only)")
     ap.add_argument("--grpo-eval-tasks", type=int, default=0,
                     help="model selection on validation (checkpoint.keep_best): greedy pass@1 of the SFT model and "
