@@ -496,7 +496,7 @@ class GRPOTrainer:
             sync()
         release_free_memory()
         step_time = time.perf_counter() - t0
-        lr = self._lr()  # the rate this update used (a function of the step number, read before it advances)
+        lr = self.optimizer.param_groups[0]["lr"]  # the rate `_update` set for this step (scheduled_lr of its number)
         self.step += 1
         record.update(stats)
         record.update(loss_stats)
