@@ -11,7 +11,9 @@ Everything runs through the library: `studio.workplace_dataset.build_dataset` (t
 environment, DAPO loss, dynamic sampling) and `training.train_eval.greedy_pass_at_1` (greedy episodes through the
 same tool loop, the verifier's binary verdict). The held-out tasks are a fixed random sample of the test split (which
 also holds the templates no training task uses). The JSON is rewritten after every stage, so a run cut short still
-says exactly what ran (`stages_completed`, `complete`).
+says exactly what ran (`stages_completed`, `complete`). Each stage's passed test tasks are kept (`passed_ids`), and
+`grpo_vs_sft_paired` compares SFT + GRPO with SFT on the same tasks: the tasks gained and lost, and the paired
+bootstrap interval of the difference (one or two of 48 greedy passes move under weight changes of 1e-6).
 
 TRL's side of the strict comparison: TRL 1.16 runs tools only through a chat template that renders tool calls, which
 SmolLM2's does not, so its run is single-turn: the reward function runs the one reply's tool calls in the environment
@@ -266,6 +268,7 @@ class Stage:
         r = greedy_pass_at_1(model, tok, self.cfg, self.test, batch=self.eval_batch)
         box = self.out if into is None else into
         passed = set(r.pop("passed_ids"))
+        box.setdefault("passed_ids", {})[name] = sorted(passed)  # the paired comparison of two stages reads them
         for subset, flag in (("seen_templates", False), ("held_out_templates", True)):
             ids = [t.id for t in self.test if bool(t.metadata.get("held_out_template")) == flag]
             if ids:
@@ -281,6 +284,23 @@ class Stage:
         _write(self.out)
         _plot(self.out)
         return r["pass_at_1"]
+
+
+def paired_stages(task_ids: list[str], passed_ids: dict[str, list[str]], a: str, b: str) -> dict | None:
+    """Stage `b` against stage `a` on the same test tasks: the tasks `b` gained and lost, and the paired bootstrap
+    of the pass-rate difference (training.bootstrap). None unless both stages' passed tasks are recorded. Why: on 48
+    tasks a difference of one or two passes is within what a weight change of 1e-6 can flip, and a reader needs the
+    interval, not only the two rates."""
+    from training.bootstrap import paired_bootstrap
+
+    if a not in passed_ids or b not in passed_ids:
+        return None
+    pa, pb = set(passed_ids[a]), set(passed_ids[b])
+    boot = paired_bootstrap([float(t in pa) for t in task_ids], [float(t in pb) for t in task_ids])
+    return {"stages": f"{b} - {a}", "n_tasks": len(task_ids), "gained": sorted(pb - pa), "lost": sorted(pa - pb),
+            "delta_points": round(100 * boot.delta, 1),
+            f"ci{round(100 * boot.confidence)}_points": [round(100 * boot.ci_low, 1), round(100 * boot.ci_high, 1)],
+            "p_not_better": round(boot.p_not_better, 4), "significant": boot.significant}
 
 
 def grpo(cfg: Any, init_from: str, deadline: float, eval_s: float) -> tuple[Any, list[dict]]:
@@ -335,7 +355,8 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
                 "steps": out.get("grpo_steps_run"), "pass_at_1": out["pass_at_1"]["sft_grpo"],
                 "pass_at_1_seen_templates": seen.get("sft_grpo"), "pass_at_1_held_out_templates": held.get("sft_grpo"),
                 "grpo_metrics": out.get("grpo_metrics"),
-                **({"grpo_best": out["grpo_best"]} if out.get("grpo_best") else {})})
+                **({"grpo_best": out["grpo_best"]} if out.get("grpo_best") else {}),
+                **({"grpo_vs_sft_paired": out["grpo_vs_sft_paired"]} if out.get("grpo_vs_sft_paired") else {})})
         out["setup"].update(_grpo_record(a))
         out["command_grpo"] = a.command
         out["stages_completed"] = [s for s in out["stages_completed"] if s not in ("grpo", "eval_sft_grpo")]
@@ -373,6 +394,11 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
     _write(out)
     st.evaluate("sft_grpo", model, tok)
     p = out["pass_at_1"]
+    paired = paired_stages([t.id for t in test], out.get("passed_ids", {}), "sft", "sft_grpo")
+    if paired:
+        out["grpo_vs_sft_paired"] = paired
+    else:  # a reused SFT stage recorded before its passed tasks were: no pairing, and no stale one
+        out.pop("grpo_vs_sft_paired", None)
     out["gain_points"] = round(100 * (p["sft_grpo"] - p["base"]), 1)
     out["grpo_over_sft_points"] = round(100 * (p["sft_grpo"] - p["sft"]), 1)
     seen = out.get("pass_at_1_seen_templates") or {}

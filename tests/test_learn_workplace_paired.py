@@ -1,0 +1,35 @@
+"""learn_workplace's paired comparison of two stages on the same test tasks (what its JSON says about SFT + GRPO
+against SFT beyond the two pass rates)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from learn_workplace import paired_stages  # noqa: E402
+
+IDS = [f"wp-{i:03d}" for i in range(48)]
+
+
+def test_a_stage_that_swaps_a_few_passes_is_reported_task_by_task_and_not_significant():
+    sft = IDS[:10]
+    grpo = IDS[2:10] + ["wp-020"]  # lost 2, gained 1: 9/48 against 10/48
+    r = paired_stages(IDS, {"sft": sft, "sft_grpo": grpo}, "sft", "sft_grpo")
+    assert r["gained"] == ["wp-020"] and r["lost"] == ["wp-000", "wp-001"]
+    assert r["delta_points"] == round(100 * -1 / 48, 1) and r["n_tasks"] == 48
+    low, high = r["ci95_points"]
+    assert low < r["delta_points"] < high and low < 0 < high
+    assert not r["significant"] and r["p_not_better"] > 0.5
+
+
+def test_a_large_paired_gain_is_significant():
+    r = paired_stages(IDS, {"sft": IDS[:5], "sft_grpo": IDS[:25]}, "sft", "sft_grpo")
+    assert r["significant"] and r["ci95_points"][0] > 0 and r["p_not_better"] == 0.0
+    assert len(r["gained"]) == 20 and r["lost"] == []
+
+
+def test_no_pairing_without_both_stages_recorded():
+    assert paired_stages(IDS, {"sft": IDS[:10]}, "sft", "sft_grpo") is None
