@@ -333,6 +333,19 @@ def grpo(cfg: Any, init_from: str, deadline: float, eval_s: float) -> tuple[Any,
     return trainer, [{k: m.get(k) for k in keep if k in m} for m in metrics]
 
 
+def _keep_model(model: Any, tok: Any, folder: Path) -> Path:
+    """The evaluated SFT + GRPO policy saved (safetensors + tokenizer) to `folder`, replacing an earlier stage's
+    whole: the stage can stop between checkpoints (the budget), and `greedy_episode_diff.py --after` or a larger
+    evaluation needs the exact weights the test numbers came from."""
+    tmp = folder.with_name(f".{folder.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tok.save_pretrained(tmp)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.replace(tmp, folder)
+    return folder
+
+
 def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads: int) -> None:
     from training.model import load_model
     from training.sft import run_sft
@@ -391,6 +404,7 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
         if trainer.best.step != trainer.step:
             del model
             model, tok = load_model(trainer.best.path, threads=threads)
+    out["sft_grpo_model"] = str(_keep_model(model, tok, a.work / "sft_grpo"))
     _write(out)
     st.evaluate("sft_grpo", model, tok)
     p = out["pass_at_1"]
