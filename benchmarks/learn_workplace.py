@@ -296,10 +296,10 @@ def paired_stages(task_ids: list[str], passed_ids: dict[str, list[str]], a: str,
     if a not in passed_ids or b not in passed_ids:
         return None
     pa, pb = set(passed_ids[a]), set(passed_ids[b])
-    boot = paired_bootstrap([float(t in pa) for t in task_ids], [float(t in pb) for t in task_ids])
+    boot = paired_bootstrap([float(t in pa) for t in task_ids], [float(t in pb) for t in task_ids], confidence=0.95)
     return {"stages": f"{b} - {a}", "n_tasks": len(task_ids), "gained": sorted(pb - pa), "lost": sorted(pa - pb),
             "delta_points": round(100 * boot.delta, 1),
-            f"ci{round(100 * boot.confidence)}_points": [round(100 * boot.ci_low, 1), round(100 * boot.ci_high, 1)],
+            "ci95_points": [round(100 * boot.ci_low, 1), round(100 * boot.ci_high, 1)],
             "p_not_better": round(boot.p_not_better, 4), "significant": boot.significant}
 
 
