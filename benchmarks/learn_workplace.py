@@ -172,9 +172,14 @@ def _grpo_setup(a: argparse.Namespace) -> str:
             "tasks, the SFT model included (checkpoint.keep_best)" if a.grpo_eval_tasks else "")
     schedule = "" if a.grpo_scheduler == "constant" else f" ({a.grpo_scheduler} decay to 0 over {a.grpo_steps} steps)"
     kl = f", k3 KL to the SFT model x{a.grpo_beta:g} (loss.beta)" if a.grpo_beta else ""
+    probed = (f"at most {a.grpo_focus_probe} validation tasks of each template" if a.grpo_focus_probe
+              else "all validation tasks")
+    focus = (f"; prompts drawn only from the templates where the SFT model's greedy pass@1 on {probed} is at most "
+             f"{a.grpo_focus_max_pass:g} (data.focus, probed before the first update, inside the stage's time)"
+             if a.grpo_focus_max_pass is not None else "")
     return (f"{a.grpo_batch} episodes per step ({a.grpo_group} per prompt), {how}lr {a.grpo_lr}{schedule}, {optimizer}, "
             f"loss {a.grpo_loss}{policy}{kl}, negative advantages x{a.grpo_negative_weight}, {decoding}{forks}{zvp_text}"
-            f"{guided}{sft}{best}")
+            f"{guided}{sft}{best}{focus}")
 
 
 def _grpo_record(a: argparse.Namespace) -> dict:
@@ -186,14 +191,14 @@ def _grpo_record(a: argparse.Namespace) -> dict:
             "grpo_momentum": a.grpo_momentum, "grpo_guidance": a.grpo_guidance, "grpo_group": a.grpo_group,
             "grpo_sft_coef": a.grpo_sft_coef, "grpo_policy_coef": a.grpo_policy_coef, "seed": a.seed,
             "grpo_sft_moments": a.grpo_sft_moments, "grpo_eval_tasks": a.grpo_eval_tasks,
-            "grpo_scheduler": a.grpo_scheduler, "grpo_beta": a.grpo_beta}
+            "grpo_scheduler": a.grpo_scheduler, "grpo_beta": a.grpo_beta, "grpo_focus": _grpo_focus(a)}
 
 
 # what a setup recorded before a key existed meant (the GRPO stage's settings of the sessions before it)
 _SETUP_DEFAULTS = {"negative_advantage_weight": 1.0, "grpo_temperature": 1.0, "grpo_optimizer": "adamw-bf16",
                    "grpo_momentum": 0.0, "grpo_guidance": False, "grpo_group": 4, "grpo_sft_coef": 0.0,
                    "grpo_policy_coef": 1.0, "seed": 0, "grpo_sft_moments": "none", "grpo_eval_tasks": 0,
-                   "grpo_scheduler": "constant", "grpo_beta": 0.0}
+                   "grpo_scheduler": "constant", "grpo_beta": 0.0, "grpo_focus": None}
 
 
 def _attempt_settings(setup: dict, a: argparse.Namespace) -> dict:
@@ -202,6 +207,13 @@ def _attempt_settings(setup: dict, a: argparse.Namespace) -> dict:
     out = {k: setup.get(k, _SETUP_DEFAULTS.get(k)) for k in _grpo_record(a)}
     out["temperature"] = out.pop("grpo_temperature")
     return out
+
+
+def _grpo_focus(a: argparse.Namespace) -> dict | None:
+    """The GRPO stage's data.focus (None: prompts from every training task)."""
+    if a.grpo_focus_max_pass is None:
+        return None
+    return {"by": "template", "max_pass_rate": a.grpo_focus_max_pass, "probe_per_group": a.grpo_focus_probe}
 
 
 def _grpo_zero_variance(a: argparse.Namespace) -> dict | None:
@@ -225,7 +237,8 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
         "model": {"name": "default", "precision": a.precision, "freeze_embeddings": a.freeze_embeddings and not lora,
                   "freeze_layers": 0 if lora else a.freeze_layers},
         "lora": lora or {"enabled": False},
-        "data": {"path": str(data), "split": "train", "eval_split": "validation"},
+        "data": {"path": str(data), "split": "train", "eval_split": "validation",
+                 "focus": _grpo_focus(a) if grpo_stage else None},
         "reward": {"function": reward, "allow_unaudited": True},
         "rollout": {"environment": "workplace", "num_generations": a.grpo_group, "max_turns": a.max_turns,
                     "max_new_tokens": a.max_new_tokens, "max_total_tokens": 3072,
@@ -369,7 +382,8 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
                 "pass_at_1_seen_templates": seen.get("sft_grpo"), "pass_at_1_held_out_templates": held.get("sft_grpo"),
                 "grpo_metrics": out.get("grpo_metrics"),
                 **({"grpo_best": out["grpo_best"]} if out.get("grpo_best") else {}),
-                **({"grpo_vs_sft_paired": out["grpo_vs_sft_paired"]} if out.get("grpo_vs_sft_paired") else {})})
+                **({"grpo_vs_sft_paired": out["grpo_vs_sft_paired"]} if out.get("grpo_vs_sft_paired") else {}),
+                **({"grpo_focus_choice": out["grpo_focus_choice"]} if out.get("grpo_focus_choice") else {})})
         out["setup"].update(_grpo_record(a))
         out["command_grpo"] = a.command
         out["stages_completed"] = [s for s in out["stages_completed"] if s not in ("grpo", "eval_sft_grpo")]
@@ -394,6 +408,9 @@ def part_main(a: argparse.Namespace, out: dict, data: Path, test: list, threads:
     gcfg = _config(a, data, threads, "main", a.grpo_reward, a.grpo_steps, grpo_stage=True)
     trainer, metrics = grpo(gcfg, str(sft_dir), deadline, out["wall_s"]["eval_sft"] * 1.2)
     out["grpo_steps_run"] = len(metrics)
+    out.pop("grpo_focus_choice", None)
+    if trainer.focus is not None:  # data.focus: the SFT model's validation pass rate per template, what GRPO drew from
+        out["grpo_focus_choice"] = trainer.focus.model_dump(mode="json")
     out["grpo_metrics"] = metrics
     out["wall_s"]["grpo"] = round(time.time() - t0, 1)
     out["stages_completed"].append("grpo")
@@ -622,6 +639,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--grpo-beta", type=float, default=0.0, help="loss.beta: the k3 KL penalty to the SFT model "
                     "(a frozen copy of it is loaded and run on every update's tokens when above 0)")
     ap.add_argument("--grpo-momentum", type=float, default=0.0, help="optim.momentum (sgd only)")
+    ap.add_argument("--grpo-focus-max-pass", type=float, default=None,
+                    help="data.focus: before the first update, greedy pass@1 of the SFT model per template on the "
+                    "validation split; GRPO draws its prompts only from the templates at or below this pass rate "
+                    "(off when not given)")
+    ap.add_argument("--grpo-focus-probe", type=int, default=None,
+                    help="data.focus.probe_per_group: probe at most N validation tasks of each template (default: "
+                    "all of them)")
     ap.add_argument("--grpo-eval-tasks", type=int, default=0,
                     help="model selection on validation (checkpoint.keep_best): greedy pass@1 of the SFT model and "
                     "of every GRPO step on the first N validation tasks; the test evaluation runs on the best of them "

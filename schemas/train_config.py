@@ -70,6 +70,25 @@ class LoraSection(_Strict):
     layers: list[int] | None = Field(None, min_length=1)
 
 
+class FocusSection(_Strict):
+    """Train where the starting policy fails: before the first update its greedy pass rate is measured per group of
+    tasks (`by`, a task metadata key such as the template) on the eval split, and the run draws its prompts only from
+    the training tasks of groups at or below `max_pass_rate`.
+
+    Why: after SFT a small policy solves whole kinds of task and fails whole others (learn_workplace: 0 of 4
+    validation tasks of a template, or all of them). Uniform prompts spend most of GRPO's few updates on kinds it
+    already solves (zero-variance groups, or guided groups whose gradient only sharpens what greedy decoding already
+    does), while the kinds it fails get a handful of groups each, too few to move their first decision. The probe
+    reads the eval split, never the training tasks, and the choice is written to `focus.json` in the output folder,
+    so that a resumed run draws from the same tasks in the same order. Groups the probe never saw are kept."""
+
+    by: str = "template"
+    max_pass_rate: float = Field(0.25, ge=0.0, lt=1.0)
+    # at most this many eval-split tasks of each group, the first in file order (None: all of them); per group, so
+    # that every group is measured however the split is ordered, at a cost that grows with the number of groups
+    probe_per_group: int | None = Field(None, ge=1)
+
+
 class DataSection(_Strict):
     """A task dataset (Parquet/JSONL read by `generators.task_io`). `split` filters rows when they carry one."""
 
@@ -79,6 +98,7 @@ class DataSection(_Strict):
     eval_split: str | None = "test"
     max_tasks: int | None = Field(None, ge=1)
     shuffle: bool = True
+    focus: FocusSection | None = None
 
 
 class RewardSection(_Strict):

@@ -170,6 +170,7 @@ class GRPOTrainer:
         self.device_type = "cpu"
         self.sft_demos: list[Sample] = []  # the step's verified demonstrations (guidance.sft_coef), set per rollout
         self.best: BestCheckpoint | None = None  # checkpoint.keep_best's record (training/best_checkpoint.py)
+        self.focus: Any = None  # data.focus's FocusChoice (training/focus.py), once train() has made or read it
 
     # ------------------------------------------------------------------------------------------- setup
     def _setup(self) -> None:
@@ -333,6 +334,7 @@ class GRPOTrainer:
     # ------------------------------------------------------------------------------------------- loop
     def train(self) -> TrainResult:
         self._setup()
+        self._apply_focus()
         cfg = self.cfg
         done_here = 0
         last: dict[str, Any] = {}
@@ -352,6 +354,43 @@ class GRPOTrainer:
             plot = plot_metrics(self.metrics.read(), self.out / "metrics.png", title=f"{cfg.name} ({self.loss_cfg['type']})")
         return TrainResult(self.out, final, self.metrics.path, plot, self.step, self.resumed_from, last,
                            self.best if keep_best else None)
+
+    def _apply_focus(self) -> None:
+        """data.focus: draw only from the training tasks of the groups the starting policy fails (training/focus.py).
+        A resumed run reads the choice its first attempt wrote; it never probes the checkpoint it resumes from."""
+        focus = self.cfg.data.focus
+        if focus is None:
+            return
+        from training.focus import (FOCUS_FILE, choose_focus, focused_tasks, probe_groups, probe_sample, read_focus,
+                                    write_focus)
+
+        start = self._base_model()
+        choice = read_focus(self.out)
+        if choice is None or not choice.matches(focus, start):
+            if self.resumed_from is not None:
+                raise TrainingError(
+                    f"data.focus: {self.out / FOCUS_FILE} is missing or was chosen with other settings (or another "
+                    f"starting model) than this run, which resumes from {self.resumed_from}: the tasks it trained on "
+                    "are unknown; restore the file, or start in a fresh output_dir")
+            if self.dist.main:
+                t0 = time.perf_counter()
+                probe = probe_sample(load_train_tasks(self.cfg, eval_split=True), focus.by, focus.probe_per_group)
+                if not probe:
+                    data = self.cfg.data
+                    raise TrainingError(f"data.focus probes the eval split: no tasks in {data.eval_path or data.path} "
+                                        f"(split {data.eval_split!r}); set data.eval_split or data.eval_path")
+                from training.train_eval import greedy_pass_at_1
+
+                r = greedy_pass_at_1(self.model, self.tok, self.cfg, probe, reward=self.reward)
+                try:
+                    choice = choose_focus(self.tasks, probe_groups(probe, r["passed_ids"], focus.by), focus, start)
+                except ValueError as exc:
+                    raise TrainingError(str(exc)) from exc
+                write_focus(self.out, choice.model_copy(update={"probe_s": round(time.perf_counter() - t0, 1)}))
+            self.dist.barrier()
+            choice = read_focus(self.out)
+        self.focus = choice
+        self.tasks = focused_tasks(self.tasks, choice)
 
     def _measure_start(self) -> None:
         """checkpoint.keep_best's bar: the held-out pass rate of the policy before this run's first update (or of the

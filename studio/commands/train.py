@@ -113,6 +113,10 @@ def train(
             raise
     if result.resumed_from:
         console.print(f"resumed from {result.resumed_from}")
+    if trainer.focus is not None:
+        from training.focus import describe
+
+        console.print(describe(trainer.focus), highlight=False)
     console.print(f"checkpoint: [bold]{result.final_checkpoint}[/bold]\nmetrics: {result.metrics_path}\n"
                   f"plot: {result.plot_path}", highlight=False)
     best = None

@@ -1,0 +1,139 @@
+"""data.focus: which training tasks a run draws from, chosen by where the starting policy fails.
+
+The choice is pure (`choose_focus`: probe verdicts in, a `FocusChoice` out); the trainer runs the probe (greedy
+pass@1 on the eval split, `training.train_eval.greedy_pass_at_1`) and keeps the choice in `focus.json` next to its
+checkpoints, so a resumed or restarted run trains on the same tasks without probing again. See
+`schemas.train_config.FocusSection` for why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from schemas.task import TaskRow
+from schemas.train_config import FocusSection
+
+FOCUS_FILE = "focus.json"
+
+
+class GroupProbe(BaseModel):
+    """One group's probe result: tasks probed and how many the starting policy passed greedily."""
+
+    tasks: int
+    passed: int
+
+    @property
+    def pass_rate(self) -> float:
+        return self.passed / self.tasks if self.tasks else 0.0
+
+
+class FocusChoice(BaseModel):
+    """What `data.focus` chose, as written to `focus.json` (read back on resume)."""
+
+    by: str
+    max_pass_rate: float
+    start: str  # the policy probed (the run's starting model)
+    probe_per_group: int | None = None
+    probe_tasks: int
+    probe_passed: int
+    groups: dict[str, GroupProbe]
+    trained_groups: list[str]  # probed at or below max_pass_rate
+    unprobed_groups: list[str] = Field(default_factory=list)  # in the training tasks, absent from the probe: kept
+    training_tasks: int  # training tasks drawn from (after guidance's filter, if any)
+    training_tasks_before: int
+    probe_s: float | None = None  # seconds the probe took
+
+    def matches(self, focus: FocusSection, start: str) -> bool:
+        """Whether this choice answers `focus` for a run starting from `start` (else the probe runs again)."""
+        return (self.by, self.max_pass_rate, self.probe_per_group, self.start) == (
+            focus.by, focus.max_pass_rate, focus.probe_per_group, start)
+
+
+def describe(choice: FocusChoice) -> str:
+    """One line for the CLI: what the run trained on, and why."""
+    rates = ", ".join(f"{g} {choice.groups[g].passed}/{choice.groups[g].tasks}" for g in choice.trained_groups)
+    extra = f"; never probed: {', '.join(choice.unprobed_groups)}" if choice.unprobed_groups else ""
+    return (f"data.focus: {choice.training_tasks} of {choice.training_tasks_before} training tasks, the {choice.by} "
+            f"groups the starting policy passed at most {choice.max_pass_rate:g} of ({rates}{extra}); probe "
+            f"{choice.probe_passed}/{choice.probe_tasks} eval tasks")
+
+
+def group_of(task: TaskRow, by: str) -> str:
+    """The task's group under `by` (a metadata key); tasks without it form the group '(none)'."""
+    value = task.metadata.get(by)
+    return "(none)" if value is None else str(value)
+
+
+def probe_sample(tasks: Sequence[TaskRow], by: str, per_group: int | None) -> list[TaskRow]:
+    """The probe: at most `per_group` tasks of each group (the first ones, in file order), or all of them."""
+    if per_group is None:
+        return list(tasks)
+    seen: dict[str, int] = {}
+    out = []
+    for t in tasks:
+        g = group_of(t, by)
+        if seen.get(g, 0) < per_group:
+            seen[g] = seen.get(g, 0) + 1
+            out.append(t)
+    return out
+
+
+def probe_groups(probe: Sequence[TaskRow], passed_ids: Iterable[str], by: str) -> dict[str, GroupProbe]:
+    """Per-group pass counts of a greedy probe, groups in first-seen order."""
+    ok = set(passed_ids)
+    counts: dict[str, list[int]] = {}
+    for t in probe:
+        c = counts.setdefault(group_of(t, by), [0, 0])
+        c[0] += 1
+        c[1] += t.id in ok
+    return {g: GroupProbe(tasks=n, passed=p) for g, (n, p) in counts.items()}
+
+
+def choose_focus(train: Sequence[TaskRow], groups: dict[str, GroupProbe], focus: FocusSection,
+                 start: str) -> FocusChoice:
+    """The groups to train on: probed at or below `max_pass_rate`, or never probed. When every probed group is
+    above the bar, nothing would be left to train on: the error says so rather than training on nothing."""
+    weak = [g for g, p in groups.items() if p.pass_rate <= focus.max_pass_rate]
+    train_groups = list(dict.fromkeys(group_of(t, focus.by) for t in train))
+    unprobed = [g for g in train_groups if g not in groups]
+    keep = set(weak) | set(unprobed)
+    kept = [t for t in train if group_of(t, focus.by) in keep]
+    if not kept:
+        raise ValueError(
+            f"data.focus: the starting policy passes more than {focus.max_pass_rate:g} of the probe tasks of every "
+            f"{focus.by!r} group that the training tasks have ({len(groups)} groups probed), so no training task "
+            "is left: raise data.focus.max_pass_rate, or unset data.focus")
+    return FocusChoice(by=focus.by, max_pass_rate=focus.max_pass_rate, start=start,
+                       probe_per_group=focus.probe_per_group,
+                       probe_tasks=sum(p.tasks for p in groups.values()),
+                       probe_passed=sum(p.passed for p in groups.values()), groups=groups,
+                       trained_groups=[g for g in weak if g in train_groups], unprobed_groups=unprobed,
+                       training_tasks=len(kept), training_tasks_before=len(train))
+
+
+def focused_tasks(train: Sequence[TaskRow], choice: FocusChoice) -> list[TaskRow]:
+    """The training tasks `choice` keeps, in their original order (the data stream's shuffle is over this list)."""
+    keep = set(choice.trained_groups) | set(choice.unprobed_groups)
+    return [t for t in train if group_of(t, choice.by) in keep]
+
+
+def write_focus(folder: Path, choice: FocusChoice) -> Path:
+    """`focus.json` in `folder`, written to a temporary file first so a kill never leaves half of one."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / FOCUS_FILE
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(choice.model_dump_json(indent=1))
+    os.replace(tmp, path)
+    return path
+
+
+def read_focus(folder: Path) -> FocusChoice | None:
+    path = folder / FOCUS_FILE
+    if not path.exists():
+        return None
+    return FocusChoice.model_validate(json.loads(path.read_text()))
