@@ -1,0 +1,165 @@
+"""How far is each policy from greedily following the verified demonstration, in nats, token by token?
+
+    .venv/bin/python benchmarks/decision_margin.py --models /tmp/lw13/sft /tmp/lw13/sft_grpo --work /tmp/lw13
+
+For each of learn_workplace's test tasks the task's ground truth is replayed through the environment
+(`rewards.environments.workplace.demonstrations.demonstration`: the transcript SFT trains on) and every model reads
+it teacher-forced in one forward pass. At every token of the assistant turns it records whether the model's argmax
+is the demonstration's token, and where it is not, the margin: log p(argmax) - log p(demonstration token). A greedy
+episode follows the demonstration exactly when no token deviates, so the first deviation is the decision a training
+stage must flip, and its margin is how far the stage has to move it. Why: pass@1 on 48 tasks says only whether
+decisions flipped; this says by how much a stage moved them toward flipping (a stage can move every failed task's
+deciding token by 0.1 nats and flip none), which sizes the learning rate or number of updates a recipe needs.
+Nothing is trained or sampled; the numbers are deterministic for given weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def demo_messages(task: Any, world: Any) -> list[dict[str, str]]:
+    """The task's verified demonstration as chat messages (what SFT reads)."""
+    from rewards.environments.workplace import WorkplaceEnv
+    from rewards.environments.workplace.demonstrations import demonstration, demonstration_record
+
+    return demonstration_record(demonstration(task, WorkplaceEnv(world)), task)["messages"]
+
+
+def assistant_spans(tok: Any, messages: list[dict[str, str]]) -> tuple[str, list[tuple[int, int, int]]]:
+    """The rendered conversation and, per assistant turn, (turn, start char, end char) of its reply and end token,
+    found as the difference between renderings so any chat template works."""
+    full = tok.apply_chat_template(messages, tokenize=False)
+    spans = []
+    for i, m in enumerate(messages):
+        if m["role"] != "assistant":
+            continue
+        pre = tok.apply_chat_template(messages[:i], add_generation_prompt=True, tokenize=False)
+        if not full.startswith(pre):
+            raise ValueError("the chat template renders a prefix of the conversation differently from the whole")
+        after = tok.apply_chat_template(messages[: i + 1], tokenize=False)
+        spans.append((len(spans), len(pre), len(after.rstrip("\n"))))
+    return full, spans
+
+
+def token_margins(model: Any, tok: Any, messages: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """Every assistant token of the teacher-forced demonstration: its turn, text, log-prob, and where the model's
+    argmax differs, the argmax's text and the margin log p(argmax) - log p(token) (> 0)."""
+    import torch
+
+    full, spans = assistant_spans(tok, messages)
+    enc = tok(full, add_special_tokens=False, return_offsets_mapping=True)
+    ids = enc["input_ids"]
+    with torch.no_grad():
+        logp = model(torch.tensor([ids])).logits[0].float().log_softmax(-1)
+    out = []
+    for pos in range(1, len(ids)):
+        start = enc["offset_mapping"][pos][0]
+        turn = next((t for t, s, e in spans if s <= start < e), None)
+        if turn is None:
+            continue
+        row = logp[pos - 1]
+        best = int(row.argmax())
+        rec = {"pos": pos, "turn": turn, "token": tok.decode([ids[pos]]), "logp": round(float(row[ids[pos]]), 4)}
+        if best != ids[pos]:
+            rec.update(argmax=tok.decode([best]), margin=round(float(row[best] - row[ids[pos]]), 4),
+                       context=full[max(0, start - 60):start])
+        out.append(rec)
+    return out
+
+
+def task_record(task: Any, per_model: dict[str, list[dict[str, Any]]], first_model: str) -> dict[str, Any]:
+    """One task: per model, how many assistant tokens deviate and the first deviation; plus every model's margin at
+    the first model's first deviation (same position, teacher-forced), which shows how far a stage moved it."""
+    rec: dict[str, Any] = {"task_id": task.id, "template": task.metadata.get("template"),
+                           "held_out_template": bool(task.metadata.get("held_out_template")), "models": {}}
+    anchor = next((r for r in per_model[first_model] if "margin" in r), None)
+    for name, toks in per_model.items():
+        dev = [r for r in toks if "margin" in r]
+        first = dev[0] if dev else None
+        m: dict[str, Any] = {"tokens": len(toks), "deviations": len(dev), "follows": not dev,
+                             "first": ({k: first[k] for k in ("turn", "token", "argmax", "margin", "context")}
+                                       if first else None)}
+        if anchor is not None:
+            at = next(r for r in toks if r["pos"] == anchor["pos"])
+            m["at_first_model_deviation"] = {"logp_demo_token": at["logp"], "margin": at.get("margin", 0.0)}
+        rec["models"][name] = m
+    return rec
+
+
+def summary(records: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
+    """Per model: tasks whose demonstration it follows greedily, and the mean first-deviation margin; per template
+    the same, and the mean change of the margin at the first model's deviations."""
+    out: dict[str, Any] = {}
+    for name in names:
+        ms = [r["models"][name] for r in records]
+        firsts = [m["first"]["margin"] for m in ms if m["first"]]
+        out[name] = {"follows": sum(m["follows"] for m in ms), "tasks": len(ms),
+                     "mean_first_margin": round(sum(firsts) / len(firsts), 3) if firsts else None}
+    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        by[r["template"]].append(r)
+    out["by_template"] = {}
+    for tpl, rs in sorted(by.items()):
+        row: dict[str, Any] = {"tasks": len(rs), "follows": {n: sum(r["models"][n]["follows"] for r in rs) for n in names}}
+        moved = [r for r in rs if "at_first_model_deviation" in r["models"][names[0]]]
+        if moved:
+            row["margin_at_first_model_deviation"] = {
+                n: round(sum(r["models"][n]["at_first_model_deviation"]["margin"] for r in moved) / len(moved), 3)
+                for n in names}
+        out["by_template"][tpl] = row
+    return out
+
+
+def main() -> None:
+    from generators.task_io import atomic_write_bytes
+    from learn_workplace import test_sample
+    from training.model import configure_threads, load_model
+    from training.multiturn import load_workplace_world
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", nargs="+", required=True, help="model folders; the first is the reference (e.g. SFT)")
+    ap.add_argument("--work", type=Path, required=True, help="learn_workplace's --work (its dataset)")
+    ap.add_argument("--tools", default="relevant")
+    ap.add_argument("--eval-tasks", type=int, default=48)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--result", type=Path, default=ROOT / "benchmarks" / "results" / "decision_margin.json")
+    a = ap.parse_args()
+    configure_threads(a.threads)
+    data = a.work / f"data-{a.tools}"
+    if not (data / "test.parquet").exists():
+        raise SystemExit(f"{data}: no learn_workplace dataset; run benchmarks/learn_workplace.py --work {a.work} first")
+    tasks = test_sample(data, a.eval_tasks)
+    world = load_workplace_world(data)
+    demos = {t.id: demo_messages(t, world) for t in tasks}
+    per_task: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(dict)
+    t0 = time.time()
+    for path in a.models:
+        model, tok = load_model(path, threads=a.threads)
+        model.eval()
+        for t in tasks:
+            per_task[t.id][path] = token_margins(model, tok, demos[t.id])
+        del model
+    records = [task_record(t, per_task[t.id], a.models[0]) for t in tasks]
+    out = {"benchmark": "decision_margin",
+           "command": f".venv/bin/python benchmarks/decision_margin.py {' '.join(sys.argv[1:])}",
+           "models": a.models, "n": len(tasks), "summary": summary(records, a.models), "tasks": records,
+           "wall_s": round(time.time() - t0, 1)}
+    atomic_write_bytes(a.result, (json.dumps(out, indent=1) + "\n").encode())
+    s = out["summary"]
+    print("; ".join(f"{n}: follows {s[n]['follows']}/{s[n]['tasks']}, mean first margin {s[n]['mean_first_margin']}"
+                    for n in a.models))
+
+
+if __name__ == "__main__":
+    main()
