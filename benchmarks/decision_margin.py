@@ -4,12 +4,14 @@
 
 For each of learn_workplace's test tasks the task's ground truth is replayed through the environment
 (`rewards.environments.workplace.demonstrations.demonstration`: the transcript SFT trains on) and every model reads
-it teacher-forced in one forward pass. At every token of the assistant turns it records whether the model's argmax
-is the demonstration's token, and where it is not, the margin: log p(argmax) - log p(demonstration token). A greedy
-episode follows the demonstration exactly when no token deviates, so the first deviation is the decision a training
-stage must flip, and its margin is how far the stage has to move it. Why: pass@1 on 48 tasks says only whether
-decisions flipped; this says by how much a stage moved them toward flipping (a stage can move every failed task's
-deciding token by 0.1 nats and flip none), which sizes the learning rate or number of updates a recipe needs.
+it teacher-forced in one forward pass. At every decision token (the tool-calling replies whole, the first token of
+the final answer, whose wording the verifier does not read) it records whether the model's argmax is the
+demonstration's token, and where it is not, the margin: log p(argmax) - log p(demonstration token). A greedy episode
+makes the demonstration's calls exactly when no decision token deviates, so the first deviation is the decision a
+training stage must flip (or an equally valid alternative path), and its margin is how far the stage has to move
+it. Why: pass@1 on 48 tasks says only whether decisions flipped; this says by how much a stage moved them toward
+flipping (a stage can move every failed task's deciding token by 0.1 nats and flip none), which sizes the learning
+rate or number of updates a recipe needs. Diagnostic only: the test tasks' demonstrations are never trained on.
 Nothing is trained or sampled; the numbers are deterministic for given weights.
 """
 
@@ -36,9 +38,9 @@ def demo_messages(task: Any, world: Any) -> list[dict[str, str]]:
     return demonstration_record(demonstration(task, WorkplaceEnv(world)), task)["messages"]
 
 
-def assistant_spans(tok: Any, messages: list[dict[str, str]]) -> tuple[str, list[tuple[int, int, int]]]:
-    """The rendered conversation and, per assistant turn, (turn, start char, end char) of its reply and end token,
-    found as the difference between renderings so any chat template works."""
+def assistant_spans(tok: Any, messages: list[dict[str, str]]) -> tuple[str, list[tuple[int, int, int, bool]]]:
+    """The rendered conversation and, per assistant turn, (turn, start char, end char, whether it calls a tool) of
+    its reply and end token, found as the difference between renderings so any chat template works."""
     full = tok.apply_chat_template(messages, tokenize=False)
     spans = []
     for i, m in enumerate(messages):
@@ -48,13 +50,15 @@ def assistant_spans(tok: Any, messages: list[dict[str, str]]) -> tuple[str, list
         if not full.startswith(pre):
             raise ValueError("the chat template renders a prefix of the conversation differently from the whole")
         after = tok.apply_chat_template(messages[: i + 1], tokenize=False)
-        spans.append((len(spans), len(pre), len(after.rstrip("\n"))))
+        spans.append((len(spans), len(pre), len(after.rstrip("\n")), "<tool_call>" in m["content"]))
     return full, spans
 
 
 def token_margins(model: Any, tok: Any, messages: list[dict[str, str]]) -> list[dict[str, Any]]:
-    """Every assistant token of the teacher-forced demonstration: its turn, text, log-prob, and where the model's
-    argmax differs, the argmax's text and the margin log p(argmax) - log p(token) (> 0)."""
+    """The decision tokens of the teacher-forced demonstration: every token of a turn that calls tools, and the
+    first token of a turn that answers (whether to call or to answer; the answer's wording is not verified). Each
+    with its turn, text, log-prob, and where the model's argmax differs, the argmax's text and the margin
+    log p(argmax) - log p(token) (> 0)."""
     import torch
 
     full, spans = assistant_spans(tok, messages)
@@ -65,9 +69,10 @@ def token_margins(model: Any, tok: Any, messages: list[dict[str, str]]) -> list[
     out = []
     for pos in range(1, len(ids)):
         start = enc["offset_mapping"][pos][0]
-        turn = next((t for t, s, e in spans if s <= start < e), None)
-        if turn is None:
-            continue
+        span = next((sp for sp in spans if sp[1] <= start < sp[2]), None)
+        if span is None or (not span[3] and enc["offset_mapping"][pos - 1][0] >= span[1]):
+            continue  # outside the replies, or past the first token of an answer
+        turn = span[0]
         row = logp[pos - 1]
         best = int(row.argmax())
         rec = {"pos": pos, "turn": turn, "token": tok.decode([ids[pos]]), "logp": round(float(row[ids[pos]]), 4)}

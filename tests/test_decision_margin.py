@@ -1,0 +1,79 @@
+"""benchmarks/decision_margin.py: the decision tokens of a verified demonstration are found in the rendered chat,
+read teacher-forced, and a deviation's margin is the model's own log-prob gap between its argmax and the
+demonstration's token."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from decision_margin import assistant_spans, demo_messages, summary, task_record, token_margins  # noqa: E402
+from workplace_testdata import default_world_and_tasks  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def demo():
+    from training.model import load_tokenizer
+
+    _, world, tasks = default_world_and_tasks()
+    task = next(t for t in tasks if len(t.ground_truth_calls or []) >= 2)
+    return task, demo_messages(task, world), load_tokenizer("default")
+
+
+def test_each_assistant_span_is_the_reply_and_its_end_token(demo):
+    task, messages, tok = demo
+    full, spans = assistant_spans(tok, messages)
+    replies = [m["content"] for m in messages if m["role"] == "assistant"]
+    assert len(spans) == len(replies) == len(task.ground_truth_calls) + 1  # one turn per read, then the answer
+    for (turn, start, end, calls), reply in zip(spans, replies):
+        assert full[start:end] == reply + "<|im_end|>"
+        assert calls == ("<tool_call>" in reply)
+    assert [s[3] for s in spans] == [True] * (len(spans) - 1) + [False]
+
+
+def test_margins_are_the_models_log_prob_gaps_on_the_decision_tokens(demo):
+    import torch
+
+    from training.policy import build_random_model
+
+    task, messages, tok = demo
+    model = build_random_model(tok, {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                                     "num_attention_heads": 4, "num_key_value_heads": 2}, seed=0).eval()
+    recs = token_margins(model, tok, messages)
+    replies = [m["content"] for m in messages if m["role"] == "assistant"]
+    for turn, reply in enumerate(replies[:-1]):  # a tool-calling turn: every token, in order
+        assert "".join(r["token"] for r in recs if r["turn"] == turn) == reply + "<|im_end|>"
+    assert len([r for r in recs if r["turn"] == len(replies) - 1]) == 1  # the answer: its first token only
+    full, _ = assistant_spans(tok, messages)
+    ids = tok(full, add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        logp = model(torch.tensor([ids])).logits[0].float().log_softmax(-1)
+    deviating = [r for r in recs if "margin" in r]
+    assert deviating  # a random model follows no demonstration
+    for r in recs:
+        row = logp[r["pos"] - 1]
+        assert r["logp"] == pytest.approx(float(row[ids[r["pos"]]]), abs=1e-3)
+        if "margin" in r:
+            assert r["margin"] == pytest.approx(float(row.max() - row[ids[r["pos"]]]), abs=1e-3) and r["margin"] > 0
+        else:
+            assert int(row.argmax()) == ids[r["pos"]]
+
+
+def test_the_summary_reports_how_far_the_second_model_moved_the_first_models_deviation():
+    class T:
+        id, metadata = "t1", {"template": "calendar.create"}
+
+    sft = [{"pos": 5, "turn": 0, "token": "company", "logp": -2.9, "argmax": "calendar", "margin": 2.8, "context": ""},
+           {"pos": 6, "turn": 0, "token": "_", "logp": -0.01}]
+    grpo = [{"pos": 5, "turn": 0, "token": "company", "logp": -0.5}, {"pos": 6, "turn": 0, "token": "_", "logp": -0.01}]
+    rec = task_record(T, {"sft": sft, "grpo": grpo}, "sft")
+    assert rec["models"]["sft"]["first"]["margin"] == 2.8 and not rec["models"]["sft"]["follows"]
+    assert rec["models"]["grpo"]["follows"] and rec["models"]["grpo"]["at_first_model_deviation"]["margin"] == 0.0
+    s = summary([rec], ["sft", "grpo"])
+    assert (s["sft"]["follows"], s["grpo"]["follows"]) == (0, 1)
+    assert s["by_template"]["calendar.create"]["margin_at_first_model_deviation"] == {"sft": 2.8, "grpo": 0.0}
