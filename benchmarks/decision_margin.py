@@ -126,6 +126,21 @@ def summary(records: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
     return out
 
 
+def focus_summary(records: list[dict[str, Any]], names: list[str], groups: set[str]) -> dict[str, Any]:
+    """The same movement split by whether a task's template was one a focused stage trained on (`data.focus`'s
+    trained groups) or not: a focused stage should move the first and leave the second."""
+    out: dict[str, Any] = {}
+    for key, inside in (("focused_templates", True), ("other_templates", False)):
+        rs = [r for r in records if (r["template"] in groups) == inside
+              and "at_first_model_deviation" in r["models"][names[0]]]
+        margins = {n: [r["models"][n]["at_first_model_deviation"]["margin"] for r in rs] for n in names}
+        out[key] = {"tasks": len(rs),
+                    "mean_margin_at_first_model_deviation": {n: round(sum(v) / len(v), 3) if v else None
+                                                             for n, v in margins.items()},
+                    "flipped_at_that_position": {n: sum(m == 0.0 for m in v) for n, v in margins.items()}}
+    return out
+
+
 def main() -> None:
     from generators.task_io import atomic_write_bytes
     from learn_workplace import test_sample
@@ -138,8 +153,13 @@ def main() -> None:
     ap.add_argument("--tools", default="relevant")
     ap.add_argument("--eval-tasks", type=int, default=48)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--labels", nargs="+", help="what each model is, in --models order (kept in the JSON)")
+    ap.add_argument("--focus", type=Path, help="a focused stage's focus.json: split the summary by its trained groups")
     ap.add_argument("--result", type=Path, default=ROOT / "benchmarks" / "results" / "decision_margin.json")
     a = ap.parse_args()
+    if a.labels and len(a.labels) != len(a.models):
+        ap.error(f"--labels names {len(a.labels)} models, --models gives {len(a.models)}")
+    focus = set(json.loads(a.focus.read_text())["trained_groups"]) if a.focus else None
     configure_threads(a.threads)
     data = a.work / f"data-{a.tools}"
     if not (data / "test.parquet").exists():
@@ -158,7 +178,10 @@ def main() -> None:
     records = [task_record(t, per_task[t.id], a.models[0]) for t in tasks]
     out = {"benchmark": "decision_margin",
            "command": f".venv/bin/python benchmarks/decision_margin.py {' '.join(sys.argv[1:])}",
-           "models": a.models, "n": len(tasks), "summary": summary(records, a.models), "tasks": records,
+           "models": a.models, **({"labels": dict(zip(a.models, a.labels))} if a.labels else {}),
+           "n": len(tasks), "summary": summary(records, a.models),
+           **({"focus_groups": sorted(focus), "by_focus": focus_summary(records, a.models, focus)} if focus else {}),
+           "tasks": records,
            "wall_s": round(time.time() - t0, 1)}
     atomic_write_bytes(a.result, (json.dumps(out, indent=1) + "\n").encode())
     s = out["summary"]

@@ -12,7 +12,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from decision_margin import assistant_spans, demo_messages, summary, task_record, token_margins  # noqa: E402
+from decision_margin import (assistant_spans, demo_messages, focus_summary, summary, task_record,  # noqa: E402
+                             token_margins)
 from workplace_testdata import default_world_and_tasks  # noqa: E402
 
 
@@ -77,3 +78,15 @@ def test_the_summary_reports_how_far_the_second_model_moved_the_first_models_dev
     s = summary([rec], ["sft", "grpo"])
     assert (s["sft"]["follows"], s["grpo"]["follows"]) == (0, 1)
     assert s["by_template"]["calendar.create"]["margin_at_first_model_deviation"] == {"sft": 2.8, "grpo": 0.0}
+
+
+def test_the_focus_split_separates_trained_templates_from_the_rest():
+    def rec(template, before, after):
+        return {"template": template, "models": {"sft": {"at_first_model_deviation": {"margin": before}},
+                                                 "grpo": {"at_first_model_deviation": {"margin": after}}}}
+
+    records = [rec("calendar.create", 2.0, 1.0), rec("calendar.create", 1.0, 0.0), rec("crm.phone", 3.0, 3.5)]
+    out = focus_summary(records, ["sft", "grpo"], {"calendar.create"})
+    assert out["focused_templates"] == {"tasks": 2, "mean_margin_at_first_model_deviation": {"sft": 1.5, "grpo": 0.5},
+                                        "flipped_at_that_position": {"sft": 0, "grpo": 1}}
+    assert out["other_templates"]["mean_margin_at_first_model_deviation"] == {"sft": 3.0, "grpo": 3.5}
