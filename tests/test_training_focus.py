@@ -83,6 +83,7 @@ def test_the_run_trains_only_on_the_failed_kind_and_a_resume_reuses_the_choice(t
     assert {g: p.tasks for g, p in choice.groups.items()} == {"+": 10, "-": 10}  # 10 eval tasks of each op
     assert choice.groups["+"].pass_rate == 1.0 and choice.groups["-"].pass_rate == 0.0
     assert choice.trained_groups == ["-"] and choice.probe_s is not None
+    assert choice.probe_data == f"{cfg.data.path}:test"
     assert {t.metadata["op"] for t in first.tasks} == {"-"} and len(first.tasks) == choice.training_tasks == 201
     drawn = first._draw(40)
     assert {t.metadata["op"] for t in drawn} == {"-"}

@@ -38,6 +38,7 @@ class FocusChoice(BaseModel):
     by: str
     max_pass_rate: float
     start: str  # the policy probed (the run's starting model)
+    probe_data: str = ""  # the eval split probed ("path:split"), so a changed dataset is probed again
     probe_per_group: int | None = None
     probe_tasks: int
     probe_passed: int
@@ -48,10 +49,11 @@ class FocusChoice(BaseModel):
     training_tasks_before: int
     probe_s: float | None = None  # seconds the probe took
 
-    def matches(self, focus: FocusSection, start: str) -> bool:
-        """Whether this choice answers `focus` for a run starting from `start` (else the probe runs again)."""
-        return (self.by, self.max_pass_rate, self.probe_per_group, self.start) == (
-            focus.by, focus.max_pass_rate, focus.probe_per_group, start)
+    def matches(self, focus: FocusSection, start: str, probe_data: str = "") -> bool:
+        """Whether this choice answers `focus` for a run starting from `start` and probing `probe_data` (else the
+        probe runs again, or a resumed run is refused)."""
+        return (self.by, self.max_pass_rate, self.probe_per_group, self.start, self.probe_data) == (
+            focus.by, focus.max_pass_rate, focus.probe_per_group, start, probe_data)
 
 
 def describe(choice: FocusChoice) -> str:
@@ -95,7 +97,7 @@ def probe_groups(probe: Sequence[TaskRow], passed_ids: Iterable[str], by: str) -
 
 
 def choose_focus(train: Sequence[TaskRow], groups: dict[str, GroupProbe], focus: FocusSection,
-                 start: str) -> FocusChoice:
+                 start: str, probe_data: str = "") -> FocusChoice:
     """The groups to train on: probed at or below `max_pass_rate`, or never probed. When every probed group is
     above the bar, nothing would be left to train on: the error says so rather than training on nothing."""
     weak = [g for g, p in groups.items() if p.pass_rate <= focus.max_pass_rate]
@@ -109,7 +111,7 @@ def choose_focus(train: Sequence[TaskRow], groups: dict[str, GroupProbe], focus:
             f"{focus.by!r} group that the training tasks have ({len(groups)} groups probed), so no training task "
             "is left: raise data.focus.max_pass_rate, or unset data.focus")
     return FocusChoice(by=focus.by, max_pass_rate=focus.max_pass_rate, start=start,
-                       probe_per_group=focus.probe_per_group,
+                       probe_per_group=focus.probe_per_group, probe_data=probe_data,
                        probe_tasks=sum(p.tasks for p in groups.values()),
                        probe_passed=sum(p.passed for p in groups.values()), groups=groups,
                        trained_groups=[g for g in weak if g in train_groups], unprobed_groups=unprobed,

@@ -364,9 +364,10 @@ class GRPOTrainer:
         from training.focus import (FOCUS_FILE, choose_focus, focused_tasks, probe_groups, probe_sample, read_focus,
                                     write_focus)
 
-        start = self._base_model()
+        start, data = self._base_model(), self.cfg.data
+        probed = f"{data.eval_path or data.path}:{data.eval_split}"
         choice = read_focus(self.out)
-        if choice is None or not choice.matches(focus, start):
+        if choice is None or not choice.matches(focus, start, probed):
             if self.resumed_from is not None:
                 raise TrainingError(
                     f"data.focus: {self.out / FOCUS_FILE} is missing or was chosen with other settings (or another "
@@ -376,14 +377,14 @@ class GRPOTrainer:
                 t0 = time.perf_counter()
                 probe = probe_sample(load_train_tasks(self.cfg, eval_split=True), focus.by, focus.probe_per_group)
                 if not probe:
-                    data = self.cfg.data
                     raise TrainingError(f"data.focus probes the eval split: no tasks in {data.eval_path or data.path} "
                                         f"(split {data.eval_split!r}); set data.eval_split or data.eval_path")
                 from training.train_eval import greedy_pass_at_1
 
                 r = greedy_pass_at_1(self.model, self.tok, self.cfg, probe, reward=self.reward)
                 try:
-                    choice = choose_focus(self.tasks, probe_groups(probe, r["passed_ids"], focus.by), focus, start)
+                    choice = choose_focus(self.tasks, probe_groups(probe, r["passed_ids"], focus.by), focus, start,
+                                          probed)
                 except ValueError as exc:
                     raise TrainingError(str(exc)) from exc
                 write_focus(self.out, choice.model_copy(update={"probe_s": round(time.perf_counter() - t0, 1)}))
