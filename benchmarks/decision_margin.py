@@ -109,21 +109,29 @@ def summary(records: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
     for name in names:
         ms = [r["models"][name] for r in records]
         firsts = [m["first"]["margin"] for m in ms if m["first"]]
-        out[name] = {"follows": sum(m["follows"] for m in ms), "tasks": len(ms),
-                     "mean_first_margin": round(sum(firsts) / len(firsts), 3) if firsts else None}
+        out[name] = {"follows": sum(m["follows"] for m in ms), "tasks": len(ms), "mean_first_margin": _mean(firsts)}
     by: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         by[r["template"]].append(r)
     out["by_template"] = {}
     for tpl, rs in sorted(by.items()):
-        row: dict[str, Any] = {"tasks": len(rs), "follows": {n: sum(r["models"][n]["follows"] for r in rs) for n in names}}
-        moved = [r for r in rs if "at_first_model_deviation" in r["models"][names[0]]]
-        if moved:
-            row["margin_at_first_model_deviation"] = {
-                n: round(sum(r["models"][n]["at_first_model_deviation"]["margin"] for r in moved) / len(moved), 3)
-                for n in names}
+        row: dict[str, Any] = {"tasks": len(rs),
+                               "follows": {n: sum(r["models"][n]["follows"] for r in rs) for n in names}}
+        margins = _margins_at_first_model_deviation(rs, names)
+        if margins[names[0]]:
+            row["margin_at_first_model_deviation"] = {n: _mean(v) for n, v in margins.items()}
         out["by_template"][tpl] = row
     return out
+
+
+def _margins_at_first_model_deviation(records: list[dict[str, Any]], names: list[str]) -> dict[str, list[float]]:
+    """Per model, its margin at the first model's first deviation, over the records where the first model deviates."""
+    rs = [r for r in records if "at_first_model_deviation" in r["models"][names[0]]]
+    return {n: [r["models"][n]["at_first_model_deviation"]["margin"] for r in rs] for n in names}
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 3) if values else None
 
 
 def focus_summary(records: list[dict[str, Any]], names: list[str], groups: set[str]) -> dict[str, Any]:
@@ -131,12 +139,9 @@ def focus_summary(records: list[dict[str, Any]], names: list[str], groups: set[s
     trained groups) or not: a focused stage should move the first and leave the second."""
     out: dict[str, Any] = {}
     for key, inside in (("focused_templates", True), ("other_templates", False)):
-        rs = [r for r in records if (r["template"] in groups) == inside
-              and "at_first_model_deviation" in r["models"][names[0]]]
-        margins = {n: [r["models"][n]["at_first_model_deviation"]["margin"] for r in rs] for n in names}
-        out[key] = {"tasks": len(rs),
-                    "mean_margin_at_first_model_deviation": {n: round(sum(v) / len(v), 3) if v else None
-                                                             for n, v in margins.items()},
+        margins = _margins_at_first_model_deviation([r for r in records if (r["template"] in groups) == inside], names)
+        out[key] = {"tasks": len(margins[names[0]]),
+                    "mean_margin_at_first_model_deviation": {n: _mean(v) for n, v in margins.items()},
                     "flipped_at_that_position": {n: sum(m == 0.0 for m in v) for n, v in margins.items()}}
     return out
 

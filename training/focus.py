@@ -9,7 +9,6 @@ checkpoints, so a resumed or restarted run trains on the same tasks without prob
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -103,8 +102,7 @@ def choose_focus(train: Sequence[TaskRow], groups: dict[str, GroupProbe], focus:
     weak = [g for g, p in groups.items() if p.pass_rate <= focus.max_pass_rate]
     train_groups = list(dict.fromkeys(group_of(t, focus.by) for t in train))
     unprobed = [g for g in train_groups if g not in groups]
-    keep = set(weak) | set(unprobed)
-    kept = [t for t in train if group_of(t, focus.by) in keep]
+    kept = _in_groups(train, focus.by, set(weak) | set(unprobed))
     if not kept:
         raise ValueError(
             f"data.focus: the starting policy passes more than {focus.max_pass_rate:g} of the probe tasks of every "
@@ -120,18 +118,19 @@ def choose_focus(train: Sequence[TaskRow], groups: dict[str, GroupProbe], focus:
 
 def focused_tasks(train: Sequence[TaskRow], choice: FocusChoice) -> list[TaskRow]:
     """The training tasks `choice` keeps, in their original order (the data stream's shuffle is over this list)."""
-    keep = set(choice.trained_groups) | set(choice.unprobed_groups)
-    return [t for t in train if group_of(t, choice.by) in keep]
+    return _in_groups(train, choice.by, set(choice.trained_groups) | set(choice.unprobed_groups))
+
+
+def _in_groups(tasks: Sequence[TaskRow], by: str, groups: set[str]) -> list[TaskRow]:
+    return [t for t in tasks if group_of(t, by) in groups]
 
 
 def write_focus(folder: Path, choice: FocusChoice) -> Path:
-    """`focus.json` in `folder`, written to a temporary file first so a kill never leaves half of one."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / FOCUS_FILE
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(choice.model_dump_json(indent=1))
-    os.replace(tmp, path)
-    return path
+    """`focus.json` in `folder`, replaced atomically (as the checkpoints' best.json is), so a kill never leaves half
+    of one."""
+    from generators.task_io import atomic_write_bytes
+
+    return atomic_write_bytes(folder / FOCUS_FILE, (choice.model_dump_json(indent=1) + "\n").encode())
 
 
 def read_focus(folder: Path) -> FocusChoice | None:
