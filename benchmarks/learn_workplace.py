@@ -153,6 +153,9 @@ def _grpo_setup(a: argparse.Namespace) -> str:
     how = (f"LoRA r {lora['r']} alpha {lora['alpha']} on every linear module of layers {a.freeze_layers}-"
            f"{DECODER_LAYERS - 1}, " if lora else "")
     forks = f", trained on the top {a.grpo_top_entropy:g} of tokens by entropy" if a.grpo_top_entropy else ""
+    if a.grpo_divergence:
+        forks += (", trained only on the first token where each failed episode parts from a passed one of its group "
+                  "(loss.divergence_tokens)")
     zvp = _grpo_zero_variance(a)
     zvp_text = (f", zero-variance groups trained (RL-ZVP, alpha {zvp['alpha']:g}, negative alpha "
                 f"{zvp['negative_alpha']:g})" if zvp else "")
@@ -191,14 +194,15 @@ def _grpo_record(a: argparse.Namespace) -> dict:
             "grpo_momentum": a.grpo_momentum, "grpo_guidance": a.grpo_guidance, "grpo_group": a.grpo_group,
             "grpo_sft_coef": a.grpo_sft_coef, "grpo_policy_coef": a.grpo_policy_coef, "seed": a.seed,
             "grpo_sft_moments": a.grpo_sft_moments, "grpo_eval_tasks": a.grpo_eval_tasks,
-            "grpo_scheduler": a.grpo_scheduler, "grpo_beta": a.grpo_beta, "grpo_focus": _grpo_focus(a)}
+            "grpo_scheduler": a.grpo_scheduler, "grpo_beta": a.grpo_beta, "grpo_focus": _grpo_focus(a),
+            "grpo_divergence": a.grpo_divergence}
 
 
 # what a setup recorded before a key existed meant (the GRPO stage's settings of the sessions before it)
 _SETUP_DEFAULTS = {"negative_advantage_weight": 1.0, "grpo_temperature": 1.0, "grpo_optimizer": "adamw-bf16",
                    "grpo_momentum": 0.0, "grpo_guidance": False, "grpo_group": 4, "grpo_sft_coef": 0.0,
                    "grpo_policy_coef": 1.0, "seed": 0, "grpo_sft_moments": "none", "grpo_eval_tasks": 0,
-                   "grpo_scheduler": "constant", "grpo_beta": 0.0, "grpo_focus": None}
+                   "grpo_scheduler": "constant", "grpo_beta": 0.0, "grpo_focus": None, "grpo_divergence": False}
 
 
 def _attempt_settings(setup: dict, a: argparse.Namespace) -> dict:
@@ -249,6 +253,7 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
                      "sft_coef": a.grpo_sft_coef if grpo_stage and a.grpo_guidance else 0.0},
         "loss": {"type": a.grpo_loss, "negative_advantage_weight": a.grpo_negative_weight,
                  "top_entropy_fraction": a.grpo_top_entropy, "zero_variance_alpha": a.grpo_zvp_alpha,
+                 "divergence_tokens": a.grpo_divergence and grpo_stage,
                  "zero_variance_negative_alpha": a.grpo_zvp_negative_alpha,
                  "policy_coef": a.grpo_policy_coef if grpo_stage else 1.0,
                  "beta": a.grpo_beta if grpo_stage else 0.0},
@@ -342,7 +347,7 @@ def grpo(cfg: Any, init_from: str, deadline: float, eval_s: float) -> tuple[Any,
         trainer.model = trainer.model.merge_and_unload()
     keep = ("step", "reward_mean", "pass_rate", "groups_kept", "groups_sampled", "zero_variance_frac", "ds_rounds",
             "step_time_s", "completion_len_mean", "tokens_per_s", "demo_pass_rate", "sft_nll", "grad_norm",
-            "eval_pass_at_1", "eval_time_s")
+            "eval_pass_at_1", "eval_time_s", "divergence_tokens", "entropy")
     return trainer, [{k: m.get(k) for k in keep if k in m} for m in metrics]
 
 
@@ -350,12 +355,11 @@ def _keep_model(model: Any, tok: Any, folder: Path) -> Path:
     """The evaluated SFT + GRPO policy saved (safetensors + tokenizer) to `folder`, replacing an earlier stage's
     whole: the stage can stop between checkpoints (the budget), and `greedy_episode_diff.py --after` or a larger
     evaluation needs the exact weights the test numbers came from."""
-    tmp = folder.with_name(f".{folder.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp, safe_serialization=True)
-    tok.save_pretrained(tmp)
-    shutil.rmtree(folder, ignore_errors=True)
-    os.replace(tmp, folder)
+    from generators.task_io import atomic_folder
+
+    with atomic_folder(folder) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
     return folder
 
 
@@ -626,6 +630,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--grpo-lora-alpha", type=int, default=32)
     ap.add_argument("--grpo-top-entropy", type=float, default=None, help="loss.top_entropy_fraction: train on the "
                     "highest-entropy (forking) tokens only, e.g. 0.2")
+    ap.add_argument("--grpo-divergence", action="store_true", help="loss.divergence_tokens: train only on the first "
+                    "token where each failed episode parts from a passed one of its group (the demonstration, with "
+                    "--grpo-guidance), on both sides")
     ap.add_argument("--grpo-zvp-alpha", type=float, default=None, help="loss.zero_variance_alpha (RL-ZVP): train on "
                     "the zero-variance groups too, all-pass ones with +alpha x token entropy")
     ap.add_argument("--grpo-zvp-negative-alpha", type=float, default=None, help="loss.zero_variance_negative_alpha: "

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -145,6 +147,30 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+@contextmanager
+def atomic_folder(folder: Path) -> Iterator[Path]:
+    """A temporary sibling of `folder` to write a whole folder into (a saved model: weights, tokenizer, manifest),
+    put in `folder`'s place only when the block ends without an error. Why: a crash or kill mid-save must leave the
+    previous folder, or none, never a half-written one that a later load takes for complete. A directory cannot be
+    renamed over a non-empty one, so the previous folder is first renamed aside and deleted after the swap: between
+    the two renames (microseconds) neither is at `folder`, and a reader finds it missing rather than mixed."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    tmp.chmod(0o755)
+    try:
+        yield tmp
+        old = None
+        if folder.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old.", dir=folder.parent))
+            os.replace(folder, old)  # onto the empty folder just made: atomic on POSIX
+        os.replace(tmp, folder)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def atomic_write_parquet(frame: pl.DataFrame, path: Path) -> Path:

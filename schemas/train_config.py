@@ -175,6 +175,9 @@ class LossSection(_Strict):
     # train on the top fraction of each micro-batch's completion tokens by policy entropy only (the "forking" tokens,
     # Wang et al. 2025 use 0.2); None trains on every token. See training.losses.high_entropy_token_mask
     top_entropy_fraction: float | None = Field(None, gt=0.0, le=1.0)
+    # train only on the first token where each failed episode parts from a passed one of its group, on both sides
+    # (the decision the verifier's verdict is about), token-mean over those tokens; see training.divergence
+    divergence_tokens: bool = False
     # RL-ZVP: zero-variance groups are trained on instead of dropped, all-pass ones with +alpha * entropy per token,
     # all-fail ones with -negative_alpha * (max entropy - entropy); None keeps GRPO's zero advantage (and DAPO drops
     # them). negative_alpha defaults to alpha; 0 trains on the all-pass groups only.
@@ -356,6 +359,12 @@ class TrainConfig(_Strict):
         elif self.loss.zero_variance_alpha is not None and not any(self.loss.zero_variance_kinds()):
             problems.append("loss.zero_variance_alpha 0 with zero_variance_negative_alpha 0 trains no zero-variance "
                             "group; unset loss.zero_variance_alpha instead")
+        if self.loss.divergence_tokens and self.loss.top_entropy_fraction is not None:
+            problems.append("loss.divergence_tokens and loss.top_entropy_fraction both choose the tokens trained on: "
+                            "set one of them")
+        if self.loss.divergence_tokens and self.loss.zero_variance_alpha is not None:
+            problems.append("loss.divergence_tokens trains where a failed and a passed episode part, which a "
+                            "zero-variance group (RL-ZVP, loss.zero_variance_alpha) has not: unset one of them")
         if self.rollout.max_turns > 1 and not self.rollout.environment:
             problems.append("rollout.max_turns > 1 needs rollout.environment (e.g. workplace) to answer tool calls")
         if self.rollout.environment and self.rollout.backend == "vllm":

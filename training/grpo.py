@@ -25,7 +25,7 @@ import math
 import os
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -42,6 +42,7 @@ from training.checkpoints import (
     load_trainer_state,
     save_checkpoint,
 )
+from training.divergence import divergence_masks
 from training.lr_schedule import scheduled_lr
 from training.losses import (
     AggregationScope,
@@ -525,7 +526,10 @@ class GRPOTrainer:
             adv = weight_negative_advantages(adv, lc["negative_advantage_weight"])
             outcome = self._zero_variance_outcome(samples)
             zero_rows = {i for i, s in enumerate(samples) if s.truncated} if cfg.overlong.mode == "filter" else set()
-            packed = pack(samples, self.tok.pad_token_id, zero_rows)
+            trained = self._trained_tokens(samples)
+            if cfg.loss.divergence_tokens:
+                record["divergence_tokens"] = float(sum(sum(s.loss_mask) for s in trained))
+            packed = pack(trained, self.tok.pad_token_id, zero_rows)
             loss_stats = self._update(packed, adv, outcome, self._sft_batch())
             record.update(adv_mean=float(adv.mean()), adv_std=float(adv.std()) if adv.numel() > 1 else 0.0,
                           adv_abs_max=float(adv.abs().max()))
@@ -555,6 +559,16 @@ class GRPOTrainer:
             self.on_step(record)
         return record
 
+    def _trained_tokens(self, samples: list[Sample]) -> list[Sample]:
+        """The samples as the update sees them: with loss.divergence_tokens, each one's loss mask narrowed to the
+        tokens where a failed and a passed episode of its group part (training.divergence), so the aggregation's
+        token mean runs over those decisions alone and the logged entropy is theirs."""
+        if not self.cfg.loss.divergence_tokens:
+            return samples
+        masks = divergence_masks([s.completion_ids for s in samples], [s.loss_mask for s in samples],
+                                 [s.passed for s in samples], self.cfg.rollout.num_generations)
+        return [replace(s, loss_mask=m) for s, m in zip(samples, masks)]
+
     def _eval_due(self) -> bool:
         """Whether the step just taken is an `eval_every` step (the same answer on every rank)."""
         return bool(self.cfg.eval_every) and self.step % self.cfg.eval_every == 0
@@ -578,7 +592,8 @@ class GRPOTrainer:
         keys = [k for k, v in record.items() if isinstance(v, (int, float)) and k not in ("step", "cursor")]
         vals = self.dist.sum([float(record[k]) for k in keys])
         for k, v in zip(keys, vals):
-            record[k] = v if k in ("groups_sampled", "groups_kept", "tokens", "reward_errors") else v / self.dist.world
+            summed = ("groups_sampled", "groups_kept", "tokens", "reward_errors", "divergence_tokens")
+            record[k] = v if k in summed else v / self.dist.world
         return record
 
     def _lr(self) -> float:

@@ -13,8 +13,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,19 +170,12 @@ def _build_embedded_cache(folder: Path) -> None:
         del model.config.quantization_config
     if getattr(model, "is_quantized", False):
         model.is_quantized = False
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    tmp.chmod(0o755)
-    try:
+    from generators.task_io import atomic_folder
+
+    with atomic_folder(folder) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
         write_manifest(tmp, source=str(gguf))
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def ensure_embedded_cache(full_hash: bool = True) -> Path:

@@ -176,33 +176,29 @@ def run_sft(
         trained = trained.merge_and_unload()
     import shutil
 
+    from generators.task_io import atomic_folder
+
     tokenizer.padding_side = "left"
     acc = trainer.accelerator
     if acc.is_main_process:  # under DDP every rank holds the same weights: one writes the folder, the rest wait
-        tmp = out_dir.parent / f".tmp-{out_dir.name}"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir(parents=True)
-        trained.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
-        moments = 0
-        if sec.save_optimizer:  # for a GRPO stage that continues them (optim.sft_moments)
-            from training.optim import SFT_MOMENTS, save_moments
+        with atomic_folder(out_dir) as tmp:
+            trained.save_pretrained(tmp, safe_serialization=True)
+            tokenizer.save_pretrained(tmp)
+            moments = 0
+            if sec.save_optimizer:  # for a GRPO stage that continues them (optim.sft_moments)
+                from training.optim import SFT_MOMENTS, save_moments
 
-            moments = save_moments(tmp / SFT_MOMENTS, trainer.optimizer, model, (args.adam_beta1, args.adam_beta2))
-        (tmp / "sft_info.json").write_text(json.dumps({
-            "demonstrations": len(rows), "steps": result.global_step, "train_loss": result.training_loss,
-            "seconds": round(time.time() - t0, 1), "lora": sec.lora.enabled, "config_hash": cfg.config_hash(),
-            "stopped_at_max_minutes": stopped_early, "scheduler": sec.scheduler, "shared_prefix": packed,
-            "batches_per_epoch": batches,
-            "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
-            "epochs": round(result.global_step * sec.gradient_accumulation_steps / max(1, batches), 3),
-            "optimizer_moments": moments, "adam_betas": [args.adam_beta1, args.adam_beta2],
-        }, indent=1))
-        write_manifest(tmp, source=f"sft:{sec.data_path}")
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.rename(out_dir)
+                moments = save_moments(tmp / SFT_MOMENTS, trainer.optimizer, model, (args.adam_beta1, args.adam_beta2))
+            (tmp / "sft_info.json").write_text(json.dumps({
+                "demonstrations": len(rows), "steps": result.global_step, "train_loss": result.training_loss,
+                "seconds": round(time.time() - t0, 1), "lora": sec.lora.enabled, "config_hash": cfg.config_hash(),
+                "stopped_at_max_minutes": stopped_early, "scheduler": sec.scheduler, "shared_prefix": packed,
+                "batches_per_epoch": batches,
+                "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
+                "epochs": round(result.global_step * sec.gradient_accumulation_steps / max(1, batches), 3),
+                "optimizer_moments": moments, "adam_betas": [args.adam_beta1, args.adam_beta2],
+            }, indent=1))
+            write_manifest(tmp, source=f"sft:{sec.data_path}")
     acc.wait_for_everyone()
     shutil.rmtree(work, ignore_errors=True)
     model.train()
