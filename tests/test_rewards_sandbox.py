@@ -303,3 +303,23 @@ def test_a_worker_killed_while_idle_is_replaced(user_file):
             w.proc.wait()
         res = score_batch(_r(user_file, "exact"), ["1", "2"] * 8, [{"answer": "1"}] * 16, sandbox=sb)
         assert [r.passed for r in res] == [True, False] * 8 and sb.stats.restarts >= 2
+
+
+def test_a_killed_parents_worker_folder_is_removed_by_the_next_sandbox(tmp_path):
+    """A worker whose parent was killed (SIGKILL: no atexit, no close) empties its private TMPDIR but, confined,
+    cannot remove the folder itself; the next sandbox's sweep removes it. A live worker's folder is kept."""
+    import os
+    import subprocess
+    import sys
+
+    from rewards.sandbox.isolation import TMPDIR_PREFIX, remove_orphaned_tmpdirs
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    gone = tmp_path / f"{TMPDIR_PREFIX}{int(dead.stdout)}_abc"
+    (gone / "sub").mkdir(parents=True)
+    live = tmp_path / f"{TMPDIR_PREFIX}{os.getpid()}_def"
+    live.mkdir()
+    other = tmp_path / "rlvr_sandbox_notapid"
+    other.mkdir()
+    assert remove_orphaned_tmpdirs(str(tmp_path)) == [str(gone)]
+    assert not gone.exists() and live.exists() and other.exists()

@@ -235,12 +235,15 @@ def forbid_processes() -> tuple[str, str]:
     return "seccomp", ""
 
 
+TMPDIR_PREFIX = "rlvr_sandbox_"  # + the worker's pid + "_": whose folder it is, for remove_orphaned_tmpdirs
+
+
 def private_tmpdir(path: str | None = None) -> str:
     """`path` (default: a new temporary folder) made this process's TMPDIR (and `tempfile`'s): the place it may
     write."""
     import tempfile
 
-    path = path or tempfile.mkdtemp(prefix="rlvr_sandbox_")
+    path = path or tempfile.mkdtemp(prefix=f"{TMPDIR_PREFIX}{os.getpid()}_")
     os.environ["TMPDIR"] = path
     tempfile.tempdir = path
     return path
@@ -250,8 +253,43 @@ def remove_private_tmpdir(path: str) -> None:
     """Delete a worker's private TMPDIR (a folder `private_tmpdir` made); any other path is left alone."""
     import shutil
 
-    if path and os.path.basename(path).startswith("rlvr_sandbox_"):
+    if path and os.path.basename(path).startswith(TMPDIR_PREFIX):
         shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_orphaned_tmpdirs(root: str | None = None) -> list[str]:
+    """Delete the private TMPDIRs under `root` (default: the system's temporary folder) whose worker is gone, and
+    return them. Why: a worker whose parent was killed empties its folder itself, but its write confinement does not
+    let it remove the folder from the shared temporary folder; the next sandbox started on the machine does. The
+    owner is the pid in the folder's name; a live pid (even one reused by another process) keeps the folder."""
+    import re
+    import shutil
+    import tempfile
+
+    root = root or tempfile.gettempdir()
+    pattern = re.compile(re.escape(TMPDIR_PREFIX) + r"(\d+)_")
+    removed = []
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return removed
+    for name in names:
+        m = pattern.match(name)
+        if m is None or _alive(int(m.group(1))):
+            continue
+        shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+        removed.append(os.path.join(root, name))
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 def confine(filesystem: bool, subprocesses: bool, writable: list[str] | None = None) -> dict[str, str]:

@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 from rewards.protocol import error_result
 from rewards.reward import Reward
 from rewards.sandbox.framing import FrameBuffer, encode, write_all
-from rewards.sandbox.isolation import remove_private_tmpdir
+from rewards.sandbox.isolation import remove_orphaned_tmpdirs, remove_private_tmpdir
 from schemas.rewards import RewardResult
 
 
@@ -163,6 +163,8 @@ class Sandbox:
     """Runs reward calls in worker subprocesses under `limits`. Thread-safe (one batch at a time); use as a
     context manager or call `close()`; `stats` counts calls, errors, timeouts, crashes and worker restarts."""
 
+    _swept = False  # orphaned private TMPDIRs (remove_orphaned_tmpdirs) are removed once per process
+
     def __init__(self, limits: SandboxLimits | None = None, workers: int | None = None) -> None:
         self.limits = limits or SandboxLimits()
         self.n_workers = max(1, workers or min(4, os.cpu_count() or 1))
@@ -181,6 +183,9 @@ class Sandbox:
     def _ensure_workers(self) -> None:
         if self.closed:
             raise SandboxError("this sandbox is closed")
+        if not Sandbox._swept:
+            Sandbox._swept = True
+            remove_orphaned_tmpdirs()
         new = [_Worker(self.limits) for _ in range(self.n_workers - len(self._workers))]
         for w in new:
             w.wait_hello(self.limits.load_timeout_s)
