@@ -591,8 +591,8 @@ class GRPOTrainer:
             return record
         keys = [k for k, v in record.items() if isinstance(v, (int, float)) and k not in ("step", "cursor")]
         vals = self.dist.sum([float(record[k]) for k in keys])
+        summed = ("groups_sampled", "groups_kept", "tokens", "reward_errors", "divergence_tokens")  # counts, not means
         for k, v in zip(keys, vals):
-            summed = ("groups_sampled", "groups_kept", "tokens", "reward_errors", "divergence_tokens")
             record[k] = v if k in summed else v / self.dist.world
         return record
 
