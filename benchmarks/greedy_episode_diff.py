@@ -13,6 +13,7 @@ GRPO stage that costs a few of the 48 passes says nothing about *what* it change
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
@@ -70,15 +71,49 @@ def eval_setup(a: argparse.Namespace) -> tuple[int, Any, list]:
     return threads, eval_config(a.work, a.tools, a.max_turns, a.max_new_tokens, a.precision, threads), tasks
 
 
-def episodes(model_dir: str, cfg: Any, tasks: list, threads: int, batch: int) -> tuple[dict, float]:
-    """task id -> the greedy episode of the policy in `model_dir`, and the seconds it took."""
+EVAL_CODE = ("training", "rewards", "schemas", "generators")  # the packages whose code decides an episode
+
+
+def episode_cache_key(model_dir: str, data: Path, tasks: list, settings: dict) -> str:
+    """What a greedy evaluation's episodes depend on, digested: the model's weight files, the dataset folder (tasks,
+    world, manifest), the evaluated task ids, the tool-loop and batching settings, and the source of the packages the
+    evaluation runs. Why: greedy evaluation is deterministic on a machine (the SFT model, re-trained in
+    sessions 24 and 26, scored the same 85 of the 265 test tasks), so a policy compared against several stages -- the SFT model, every time -- is evaluated
+    once (16 min on the whole test split) instead of once per comparison; any change to one of these inputs, the
+    evaluation's code included, makes a new key."""
+    from training.checkpoints import file_digest, weight_files, weights_digest
+
+    folder = Path(model_dir)
+    h = hashlib.sha256()
+    h.update(weights_digest(folder, weight_files(folder)).encode())
+    h.update(str(file_digest(data)).encode())
+    h.update(json.dumps({"tasks": [t.id for t in tasks], **settings}, sort_keys=True).encode())
+    for pkg in EVAL_CODE:
+        for f in sorted((ROOT / pkg).rglob("*.py")):
+            h.update(str(f.relative_to(ROOT)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:24]
+
+
+def episodes(model_dir: str, cfg: Any, tasks: list, threads: int, batch: int,
+             cache: Path | None = None, key: str | None = None) -> tuple[dict, float, bool]:
+    """task id -> the greedy episode of the policy in `model_dir`, the seconds it took, and whether it came from
+    `cache` (a folder of `<key>.json` files, written atomically after a fresh evaluation)."""
+    from generators.task_io import atomic_write_bytes
+
+    hit = cache / f"{key}.json" if cache is not None and key else None
+    if hit is not None and hit.is_file():
+        return json.loads(hit.read_text()), 0.0, True
     from training.model import load_model
     from training.train_eval import greedy_pass_at_1
 
     model, tok = load_model(model_dir, threads=threads)
     t0 = time.time()
     r = greedy_pass_at_1(model, tok, cfg, tasks, batch=batch, keep_episodes=True)
-    return {e["task_id"]: e for e in r["episodes"]}, time.time() - t0
+    got = {e["task_id"]: e for e in r["episodes"]}
+    if hit is not None:
+        atomic_write_bytes(hit, json.dumps(got).encode())
+    return got, time.time() - t0, False
 
 
 def compare(tasks: list, before: dict, after: dict) -> dict:
@@ -118,14 +153,24 @@ def main() -> None:
     ap.add_argument("--after", required=True, help="model folder (e.g. a GRPO checkpoint)")
     add_eval_arguments(ap)
     ap.add_argument("--result", type=Path, default=ROOT / "benchmarks" / "results" / "greedy_episode_diff.json")
+    ap.add_argument("--no-cache", action="store_true", help="evaluate both policies even when <work>/episode_cache "
+                    "holds the episodes of the same weights, data, settings and evaluation code")
     a = ap.parse_args()
     threads, cfg, tasks = eval_setup(a)
-    before, s_before = episodes(a.before, cfg, tasks, threads, a.batch)
-    after, s_after = episodes(a.after, cfg, tasks, threads, a.batch)
+    cache = None if a.no_cache else a.work / "episode_cache"
+    settings = {k: getattr(a, k) for k in ("tools", "max_turns", "max_new_tokens", "precision", "batch")}
+    settings["threads"] = threads
+    data = a.work / f"data-{a.tools}"
+    runs = {}
+    for side in ("before", "after"):
+        key = episode_cache_key(getattr(a, side), data, tasks, settings) if cache is not None else None
+        runs[side] = episodes(getattr(a, side), cfg, tasks, threads, a.batch, cache, key)
+    (before, s_before, c_before), (after, s_after, c_after) = runs["before"], runs["after"]
     out = {"benchmark": "greedy_episode_diff",
            "command": f".venv/bin/python benchmarks/greedy_episode_diff.py {' '.join(sys.argv[1:])}",
            "before": a.before, "after": a.after, "subset": a.subset,
-           **compare(tasks, before, after), "wall_s": {"before": round(s_before, 1), "after": round(s_after, 1)}}
+           **compare(tasks, before, after), "wall_s": {"before": round(s_before, 1), "after": round(s_after, 1)},
+           "from_cache": {"before": c_before, "after": c_after}}
     atomic_write_bytes(a.result, (json.dumps(out, indent=1) + "\n").encode())
     print(f"passed {out['passed']['before']} -> {out['passed']['after']} of {out['n']}: kept {len(out['kept'])}, "
           f"lost {len(out['lost'])}, gained {len(out['gained'])}; first-call changes {out['first_call_changes']}")
