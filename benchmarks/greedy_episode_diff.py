@@ -77,10 +77,11 @@ EVAL_CODE = ("training", "rewards", "schemas", "generators")  # the packages who
 def episode_cache_key(model_dir: str, data: Path, tasks: list, settings: dict) -> str:
     """What a greedy evaluation's episodes depend on, digested: the model's weight files, the dataset folder (tasks,
     world, manifest), the evaluated task ids, the tool-loop and batching settings, and the source of the packages the
-    evaluation runs. Why: greedy evaluation is deterministic on a machine (the SFT model, re-trained in
-    sessions 24 and 26, scored the same 85 of the 265 test tasks), so a policy compared against several stages -- the SFT model, every time -- is evaluated
-    once (16 min on the whole test split) instead of once per comparison; any change to one of these inputs, the
-    evaluation's code included, makes a new key."""
+    evaluation runs. Why: greedy evaluation is deterministic on a machine (the SFT model, re-trained in sessions 24
+    and 26, scored the same 85 of the 265 test tasks, and two evaluations of it in session 27 gave the same verdict
+    and failure reason on every task), so a policy compared against several stages -- the SFT model, every time --
+    is evaluated once (16 min on the whole test split) instead of once per comparison; any change to one of these
+    inputs, the evaluation's code included, makes a new key."""
     from training.checkpoints import file_digest, weight_files, weights_digest
 
     folder = Path(model_dir)
