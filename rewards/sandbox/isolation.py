@@ -266,6 +266,8 @@ def remove_orphaned_tmpdirs(root: str | None = None) -> list[str]:
     import shutil
     import tempfile
 
+    import psutil
+
     root = root or tempfile.gettempdir()
     pattern = re.compile(re.escape(TMPDIR_PREFIX) + r"(\d+)_")
     removed = []
@@ -275,21 +277,11 @@ def remove_orphaned_tmpdirs(root: str | None = None) -> list[str]:
         return removed
     for name in names:
         m = pattern.match(name)
-        if m is None or _alive(int(m.group(1))):
+        if m is None or psutil.pid_exists(int(m.group(1))):
             continue
         shutil.rmtree(os.path.join(root, name), ignore_errors=True)
         removed.append(os.path.join(root, name))
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
 
 
 def confine(filesystem: bool, subprocesses: bool, writable: list[str] | None = None) -> dict[str, str]:
