@@ -180,6 +180,10 @@ def _grpo_setup(a: argparse.Namespace) -> str:
     focus = (f"; prompts drawn only from the templates where the SFT model's greedy pass@1 on {probed} is at most "
              f"{a.grpo_focus_max_pass:g} (data.focus, probed before the first update, inside the stage's time)"
              if a.grpo_focus_max_pass is not None else "")
+    if a.grpo_retain and a.grpo_focus_max_pass is not None:
+        focus += (f"; every step also {a.grpo_retain} verified demonstrations of the templates above that bar, "
+                  f"{a.grpo_retain_coef:g} x the token-mean NLL of their tokens the policy gives below "
+                  f"{a.grpo_retain_below:g} probability (data.focus.retain_per_step, the retain anchor)")
     return (f"{a.grpo_batch} episodes per step ({a.grpo_group} per prompt), {how}lr {a.grpo_lr}{schedule}, {optimizer}, "
             f"loss {a.grpo_loss}{policy}{kl}, negative advantages x{a.grpo_negative_weight}, {decoding}{forks}{zvp_text}"
             f"{guided}{sft}{best}{focus}")
@@ -217,7 +221,10 @@ def _grpo_focus(a: argparse.Namespace) -> dict | None:
     """The GRPO stage's data.focus (None: prompts from every training task)."""
     if a.grpo_focus_max_pass is None:
         return None
-    return {"by": "template", "max_pass_rate": a.grpo_focus_max_pass, "probe_per_group": a.grpo_focus_probe}
+    focus = {"by": "template", "max_pass_rate": a.grpo_focus_max_pass, "probe_per_group": a.grpo_focus_probe}
+    if a.grpo_retain:
+        focus.update(retain_per_step=a.grpo_retain, retain_coef=a.grpo_retain_coef, retain_below=a.grpo_retain_below)
+    return focus
 
 
 def _grpo_zero_variance(a: argparse.Namespace) -> dict | None:
@@ -347,7 +354,8 @@ def grpo(cfg: Any, init_from: str, deadline: float, eval_s: float) -> tuple[Any,
         trainer.model = trainer.model.merge_and_unload()
     keep = ("step", "reward_mean", "pass_rate", "groups_kept", "groups_sampled", "zero_variance_frac", "ds_rounds",
             "step_time_s", "completion_len_mean", "tokens_per_s", "demo_pass_rate", "sft_nll", "grad_norm",
-            "eval_pass_at_1", "eval_time_s", "divergence_tokens", "entropy")
+            "eval_pass_at_1", "eval_time_s", "divergence_tokens", "entropy", "retain_demos", "retain_tokens",
+            "retain_nll")
     return trainer, [{k: m.get(k) for k in keep if k in m} for m in metrics]
 
 
@@ -653,6 +661,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--grpo-focus-probe", type=int, default=None,
                     help="data.focus.probe_per_group: probe at most N validation tasks of each template (default: "
                     "all of them)")
+    ap.add_argument("--grpo-retain", type=int, default=0,
+                    help="data.focus.retain_per_step (with --grpo-focus-max-pass and --grpo-guidance): every step also "
+                    "replays N demonstrations of the templates above the focus bar and trains the NLL of their tokens "
+                    "the policy gives below --grpo-retain-below probability (0: off)")
+    ap.add_argument("--grpo-retain-coef", type=float, default=1.0, help="data.focus.retain_coef")
+    ap.add_argument("--grpo-retain-below", type=float, default=0.9, help="data.focus.retain_below")
     ap.add_argument("--grpo-eval-tasks", type=int, default=0,
                     help="model selection on validation (checkpoint.keep_best): greedy pass@1 of the SFT model and "
                     "of every GRPO step on the first N validation tasks; the test evaluation runs on the best of them "
@@ -696,6 +710,9 @@ def main() -> None:
     if not a.grpo_policy_coef and not a.grpo_sft_coef:
         ap.error("--grpo-policy-coef 0 leaves the GRPO stage nothing to train: add --grpo-sft-coef (a supervised-only "
                  "stage) or set --grpo-policy-coef above 0")
+    if a.grpo_retain and (a.grpo_focus_max_pass is None or not a.grpo_guidance):
+        ap.error("--grpo-retain anchors the demonstrations (--grpo-guidance) of the templates above the focus bar "
+                 "(--grpo-focus-max-pass): add both")
     if a.grpo_eval_tasks and a.grpo_lora_r:
         ap.error("--grpo-eval-tasks evaluates the chosen checkpoint as a full model; a LoRA stage's checkpoints are "
                  "adapters: drop --grpo-lora-r or --grpo-eval-tasks")

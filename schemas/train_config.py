@@ -87,6 +87,15 @@ class FocusSection(_Strict):
     # at most this many eval-split tasks of each group, the first in file order (None: all of them); per group, so
     # that every group is measured however the split is ordered, at a cost that grows with the number of groups
     probe_per_group: int | None = Field(None, ge=1)
+    # the retain anchor (training/retain.py): each step, the demonstrations of `retain_per_step` training tasks from
+    # the groups *above* max_pass_rate -- the kinds the starting policy already solves -- are replayed and verified,
+    # and retain_coef x the token-mean NLL of their tokens the policy gives less than `retain_below` probability is
+    # added to the update. Why: on learn_workplace a focused stage's few decisions (the first tool call of the failed
+    # templates) moved the policy's first call everywhere, losing kinds it solved; the anchor puts the same decision
+    # of the solved kinds into every update, as the contrast a per-kind choice needs. 0: off
+    retain_per_step: int = Field(0, ge=0)
+    retain_coef: float = Field(1.0, gt=0.0)
+    retain_below: float = Field(0.9, gt=0.0, le=1.0)
 
 
 class DataSection(_Strict):
@@ -375,6 +384,10 @@ class TrainConfig(_Strict):
         if not self.loss.policy_coef and not self.guidance.sft_coef:
             problems.append("loss.policy_coef 0 with no guidance.sft_coef leaves nothing to train: set loss.policy_coef "
                             "above 0, or set guidance.sft_coef (with guidance.demonstrations) for a supervised-only run")
+        focus = self.data.focus
+        if focus is not None and focus.retain_per_step and not self.guidance.demonstrations:
+            problems.append(f"data.focus.retain_per_step {focus.retain_per_step} anchors the solved kinds' "
+                            "demonstrations: set guidance.demonstrations, or set data.focus.retain_per_step to 0")
         if self.guidance.sft_coef and not self.guidance.demonstrations:
             problems.append(f"guidance.sft_coef {self.guidance.sft_coef:g} trains on the tasks' demonstrations: set "
                             "guidance.demonstrations, or set guidance.sft_coef to 0")

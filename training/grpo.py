@@ -172,6 +172,7 @@ class GRPOTrainer:
         self.sft_demos: list[Sample] = []  # the step's verified demonstrations (guidance.sft_coef), set per rollout
         self.best: BestCheckpoint | None = None  # checkpoint.keep_best's record (training/best_checkpoint.py)
         self.focus: Any = None  # data.focus's FocusChoice (training/focus.py), once train() has made or read it
+        self.retain_tasks: list[TaskRow] = []  # data.focus.retain_per_step's pool: training tasks of the solved kinds
 
     # ------------------------------------------------------------------------------------------- setup
     def _setup(self) -> None:
@@ -362,8 +363,8 @@ class GRPOTrainer:
         focus = self.cfg.data.focus
         if focus is None:
             return
-        from training.focus import (FOCUS_FILE, choose_focus, focused_tasks, probe_groups, probe_sample, read_focus,
-                                    write_focus)
+        from training.focus import (FOCUS_FILE, choose_focus, focused_tasks, group_of, probe_groups, probe_sample,
+                                    read_focus, write_focus)
 
         start, data = self._base_model(), self.cfg.data
         probed = f"{data.eval_path or data.path}:{data.eval_split}"
@@ -392,6 +393,16 @@ class GRPOTrainer:
             self.dist.barrier()
             choice = read_focus(self.out)
         self.focus = choice
+        if focus.retain_per_step:
+            from training.retain import retain_groups
+
+            solved = set(retain_groups(choice))
+            self.retain_tasks = [t for t in self.tasks if group_of(t, focus.by) in solved]
+            if not self.retain_tasks:
+                raise TrainingError(
+                    f"data.focus.retain_per_step {focus.retain_per_step} anchors the {focus.by} groups the starting "
+                    f"policy passes above max_pass_rate {focus.max_pass_rate:g}, and no training task is in one "
+                    f"(groups above the bar: {sorted(solved) or 'none'}); set data.focus.retain_per_step to 0")
         self.tasks = focused_tasks(self.tasks, choice)
 
     def _measure_start(self) -> None:
@@ -520,6 +531,8 @@ class GRPOTrainer:
         lc = self.loss_cfg
         record: dict[str, Any] = {"step": self.step + 1}
         n_tokens = sum(sum(s.loss_mask) for s in samples)
+        retain, retain_stats = self._retain_batch()
+        record.update(retain_stats)
         if samples:
             rewards = torch.tensor([s.score for s in samples], dtype=torch.float32)
             adv, _ = group_advantages(rewards, g, scale=lc["scale_rewards"], leave_one_out=lc["leave_one_out"])
@@ -530,11 +543,11 @@ class GRPOTrainer:
             if cfg.loss.divergence_tokens:
                 record["divergence_tokens"] = float(sum(sum(s.loss_mask) for s in trained))
             packed = pack(trained, self.tok.pad_token_id, zero_rows)
-            loss_stats = self._update(packed, adv, outcome, self._sft_batch())
+            loss_stats = self._update(packed, adv, outcome, self._sft_batch(), retain)
             record.update(adv_mean=float(adv.mean()), adv_std=float(adv.std()) if adv.numel() > 1 else 0.0,
                           adv_abs_max=float(adv.abs().max()))
         else:
-            loss_stats = self._update(None, None, sft=self._sft_batch())
+            loss_stats = self._update(None, None, sft=self._sft_batch(), retain=retain)
         sync = getattr(getattr(self, "backend", None), "sync_weights", None)
         if sync is not None:  # an inference engine (vLLM) holds its own copy of the weights
             sync()
@@ -591,7 +604,8 @@ class GRPOTrainer:
             return record
         keys = [k for k, v in record.items() if isinstance(v, (int, float)) and k not in ("step", "cursor")]
         vals = self.dist.sum([float(record[k]) for k in keys])
-        summed = ("groups_sampled", "groups_kept", "tokens", "reward_errors", "divergence_tokens")  # counts, not means
+        summed = ("groups_sampled", "groups_kept", "tokens", "reward_errors", "divergence_tokens", "retain_demos",
+                  "retain_tokens")  # counts, not means
         for k, v in zip(keys, vals):
             record[k] = v if k in summed else v / self.dist.world
         return record
@@ -637,12 +651,67 @@ class GRPOTrainer:
         """The step's verified demonstrations packed for guidance.sft_coef's term (None when off or none passed)."""
         return pack(self.sft_demos, self.tok.pad_token_id) if self.sft_demos else None
 
+    def _retain_batch(self) -> tuple[Any, dict[str, float]]:
+        """data.focus.retain_per_step's anchor for this step (training/retain.py): the demonstrations of this rank's
+        retain tasks, replayed and verified, each one's loss mask narrowed to the tokens the current policy gives
+        less than retain_below probability, packed (None when off, or when no verified token is at risk)."""
+        from training.retain import RETAIN_SEED_OFFSET, at_risk_masks, retain_positions
+
+        focus = self.cfg.data.focus
+        if focus is None or not focus.retain_per_step:
+            return None, {}
+        pool = self.retain_tasks
+        seed = self.cfg.seed + RETAIN_SEED_OFFSET
+        tasks = [pool[stream_index(seed, len(pool), i, self.cfg.data.shuffle)]
+                 for i in retain_positions(self.step, focus.retain_per_step, self.dist.rank, self.dist.world)]
+        demos = self._demonstration_samples(tasks)
+        for s in demos:
+            self._score(s)
+        errors = [s for s in demos if s.score is None]
+        if errors:  # a verifier that crashes on a demonstration is a bug to see, not an unanchored step
+            first = errors[0]
+            raise TrainingError(f"data.focus.retain: the reward errored on the demonstration of task {first.task_id}: "
+                                f"{first.result.error if first.result is not None else 'no result'}")
+        verified = [s for s in demos if s.passed]
+        stats = {"retain_demos": float(len(verified)), "retain_demo_pass_rate": len(verified) / max(1, len(demos))}
+        masks: list[list[int]] = []
+        if verified:
+            device = next(self.model.parameters()).device
+            mb = self.cfg.optim.micro_batch_size or len(verified)
+            for start in range(0, len(verified), mb):
+                part = verified[start:start + mb]
+                with torch.no_grad():
+                    lp, _ = self._forward_logprobs(self.model, pack(part, self.tok.pad_token_id).to(device))
+                masks += at_risk_masks(lp.float().cpu().tolist(), [s.loss_mask for s in part], focus.retain_below)
+        stats["retain_tokens"] = float(sum(map(sum, masks)))
+        kept = [replace(s, loss_mask=m) for s, m in zip(verified, masks) if any(m)]
+        return (pack(kept, self.tok.pad_token_id) if kept else None), stats
+
+    def _demonstration_samples(self, tasks: list[TaskRow]) -> list[Sample]:
+        """The tasks' demonstrations as scored samples, one group each, nothing sampled: replayed through the
+        environment with one, or the single reply after the rendered prompt without."""
+        if self.cfg.rollout.environment:
+            return self.collect.replay_scored(tasks)
+        from training.guidance import GuidanceError, demonstration_sample
+        from training.rollout import render_prompts
+
+        prompts = render_prompts(self.tok, [task_messages(t, self.cfg.rollout.system_prompt) for t in tasks])
+        try:
+            samples = [demonstration_sample(i, t, p, self.demonstrations, self.tok, self.cfg.rollout.max_new_tokens)
+                       for i, (t, p) in enumerate(zip(tasks, prompts))]
+        except GuidanceError as exc:
+            raise TrainingError(str(exc)) from exc
+        for s, r in zip(samples, self.reward.score_batch([s.text for s in samples], [row_fields(t) for t in tasks])):
+            s.result = r
+        return samples
+
     def _update(self, packed: Any, adv: torch.Tensor | None, outcome: torch.Tensor | None = None,
-                sft: Any = None) -> dict[str, float]:
+                sft: Any = None, retain: Any = None) -> dict[str, float]:
         """num_iterations optimizer steps on one batch; micro-batches accumulate into exactly the batch gradient.
         `outcome` (per sample, see `_zero_variance_outcome`) adds RL-ZVP's token advantages, formed from the
         entropies of the first iteration's forward. `sft` (packed demonstrations) adds guidance.sft_coef times their
-        token-mean NLL to every iteration's loss."""
+        token-mean NLL to every iteration's loss, `retain` (the anchor's at-risk tokens) data.focus.retain_coef
+        times theirs."""
         cfg = self.cfg
         lc = self.loss_cfg
         device = next(self.model.parameters()).device
@@ -672,6 +741,7 @@ class GRPOTrainer:
         for it in range(cfg.optim.num_iterations):
             self.optimizer.zero_grad(set_to_none=True)
             self._sft_backward(sft, device, agg if it == 0 else None)
+            self._retain_backward(retain, device, agg if it == 0 else None)
             if not chunks:  # nothing to learn from on this rank: a zero loss keeps DDP's all-reduce in step
                 dummy = sum((p * 0).sum() for p in self.ddp_model.parameters() if p.requires_grad)
                 dummy.backward()
@@ -720,27 +790,37 @@ class GRPOTrainer:
         return out
 
     def _sft_backward(self, sft: Any, device: Any, agg: dict[str, list[float]] | None) -> None:
-        """Accumulate guidance.sft_coef x the demonstrations' token-mean NLL into the gradient, micro-batch by
-        micro-batch, before the policy loss's (whose last backward is the one DDP synchronises on)."""
-        coef = self.cfg.guidance.sft_coef
+        """guidance.sft_coef x the step's verified demonstrations' token-mean NLL (logged as sft_nll, sft_demos)."""
+        self._nll_backward(sft, self.cfg.guidance.sft_coef, "sft", device, agg)
+
+    def _retain_backward(self, retain: Any, device: Any, agg: dict[str, list[float]] | None) -> None:
+        """data.focus.retain_coef x the token-mean NLL of the anchor's at-risk tokens (logged as retain_nll)."""
+        focus = self.cfg.data.focus
+        if focus is not None and focus.retain_per_step:
+            self._nll_backward(retain, focus.retain_coef, "retain", device, agg)
+
+    def _nll_backward(self, batch: Any, coef: float, name: str, device: Any, agg: dict[str, list[float]] | None) -> None:
+        """Accumulate coef x the token-mean NLL of `batch`'s masked tokens (over every process) into the gradient,
+        micro-batch by micro-batch, before the policy loss's (whose last backward is the one DDP synchronises on).
+        Every process calls it whenever the term is on, batch or none, so the token count's all-reduce stays in step."""
         if not coef:
             return
-        n = 0 if sft is None else sft.input_ids.shape[0]
-        (tot_tok,) = self.dist.sum([0.0 if sft is None else float(sft.loss_mask.sum())])
+        n = 0 if batch is None else batch.input_ids.shape[0]
+        (tot_tok,) = self.dist.sum([0.0 if batch is None else float(batch.loss_mask.sum())])
         if not n or tot_tok <= 0:
             return
-        sft = sft.to(device)
+        batch = batch.to(device)
         mb = self.cfg.optim.micro_batch_size or n
         for s in range(0, n, mb):
-            sub = slice_packed(sft, s, min(s + mb, n))
+            sub = slice_packed(batch, s, min(s + mb, n))
             ctx = self.ddp_model.no_sync() if self.dist.world > 1 else contextlib.nullcontext()
             with ctx:
                 lp, _ = self._forward_logprobs(self.ddp_model, sub)
                 nll = demonstration_nll(lp, sub.loss_mask, tot_tok)
                 (coef * nll * self.dist.world).backward()
             if agg is not None:
-                _acc(agg, "sft_nll", float(nll.detach()) * tot_tok, float(sub.loss_mask.sum()))
-        if agg is not None:
+                _acc(agg, f"{name}_nll", float(nll.detach()) * tot_tok, float(sub.loss_mask.sum()))
+        if agg is not None and name == "sft":
             _acc(agg, "sft_demos", float(n), 1.0, add_weight=False)
 
     def _chunk_advantages(self, adv: torch.Tensor, outcome: torch.Tensor | None, entropy: torch.Tensor,

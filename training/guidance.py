@@ -62,31 +62,37 @@ def append_demonstrations(samples: list[Sample], tasks: list[TaskRow], replies: 
 
     Single-turn only: a demonstration with several assistant replies is refused, since there is no environment to
     answer between them."""
-    from training.samples import Sample
-
     by_group: dict[int, list[Sample]] = {}
     for s in samples:
         by_group.setdefault(s.group, []).append(s)
-    eos = tok.eos_token_id
     out: list[Sample] = []
     for gi, task in enumerate(tasks):
         members = by_group.get(gi, [])
         if not members:
             raise GuidanceError(f"task {task.id}: no sampled member to take the prompt tokens from")
-        if task.id not in replies:
-            raise GuidanceError(f"guidance.demonstrations: no demonstration for task {task.id}")
-        if len(replies[task.id]) != 1:
-            raise GuidanceError(f"guidance.demonstrations: task {task.id} has {len(replies[task.id])} assistant "
-                                "replies; a single-turn task (no rollout.environment) takes exactly one")
         for m in members:  # as the environment collector marks them
             m.extras.setdefault("demonstration", False)
-        text = replies[task.id][0]
-        ids = list(tok(text, add_special_tokens=False)["input_ids"]) + ([eos] if eos is not None else [])
-        cut = len(ids) > max_new_tokens
-        if cut:  # the reward scores what is trained on: the cut reply
-            ids = ids[:max_new_tokens]
-            text = tok.decode(ids, skip_special_tokens=True)
-        out += members + [Sample(group=gi, task_id=task.id, prompt_ids=list(members[0].prompt_ids),
-                                 completion_ids=ids, loss_mask=[1] * len(ids), logprobs=[0.0] * len(ids),
-                                 truncated=cut, text=text, extras={"demonstration": True})]
+        out += members + [demonstration_sample(gi, task, list(members[0].prompt_ids), replies, tok, max_new_tokens)]
     return out
+
+
+def demonstration_sample(group: int, task: TaskRow, prompt_ids: list[int], replies: dict[str, list[str]], tok: Any,
+                         max_new_tokens: int) -> Sample:
+    """A single-turn task's demonstration as a sample of `group`: the prompt's tokens, the one reply's tokens and
+    the end token, all trained on, generation log-probs 0, cut at `max_new_tokens` (then truncated); unscored."""
+    from training.samples import Sample
+
+    if task.id not in replies:
+        raise GuidanceError(f"guidance.demonstrations: no demonstration for task {task.id}")
+    if len(replies[task.id]) != 1:
+        raise GuidanceError(f"guidance.demonstrations: task {task.id} has {len(replies[task.id])} assistant "
+                            "replies; a single-turn task (no rollout.environment) takes exactly one")
+    eos = tok.eos_token_id
+    text = replies[task.id][0]
+    ids = list(tok(text, add_special_tokens=False)["input_ids"]) + ([eos] if eos is not None else [])
+    cut = len(ids) > max_new_tokens
+    if cut:  # the reward scores what is trained on: the cut reply
+        ids = ids[:max_new_tokens]
+        text = tok.decode(ids, skip_special_tokens=True)
+    return Sample(group=group, task_id=task.id, prompt_ids=prompt_ids, completion_ids=ids, loss_mask=[1] * len(ids),
+                  logprobs=[0.0] * len(ids), truncated=cut, text=text, extras={"demonstration": True})

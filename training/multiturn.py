@@ -199,6 +199,16 @@ class EnvironmentCollector:
             episodes.sort(key=lambda e: e.group)
         return self._score(episodes)
 
+    def replay_scored(self, tasks: list[TaskRow]) -> list[Sample]:
+        """Each task's demonstration replayed through a fresh environment and verified, one group each, nothing
+        sampled (the retain anchor's demonstrations, training/retain.py)."""
+        if self.demonstrations is None:
+            raise EnvironmentError_("replaying demonstrations needs guidance.demonstrations")
+        missing = [t.id for t in tasks if t.id not in self.demonstrations]
+        if missing:
+            raise EnvironmentError_(f"guidance: no demonstration for task(s) {missing[:5]}")
+        return self._score([self.replay(t, gi, self.demonstrations[t.id]) for gi, t in enumerate(tasks)])
+
     def replay(self, task: TaskRow, group: int, replies: list[str]) -> Episode:
         """A demonstration as an episode: each reply fed to a fresh environment's tool loop as if sampled (its tokens
         and end token trained on), the environment's answers as masked context, cut at the rollout's token limit."""
