@@ -13,7 +13,7 @@ from test_training_focus import _reward_file
 from test_training_multiturn import _guided_trainer, workplace  # noqa: F401 - the fixture, shared
 from test_training_tiny import _arithmetic_demonstrations, _tiny_yaml
 from training.focus import FocusChoice, GroupProbe
-from training.retain import at_risk_masks, retain_groups, retain_positions
+from training.retain import at_risk_masks, retain_groups, retain_positions, through_last_marked
 
 
 def test_the_solved_groups_are_the_probed_ones_above_the_bar():
@@ -37,6 +37,8 @@ def test_at_risk_tokens_are_the_trained_ones_below_the_probability():
     masks = [[1, 1, 0, 1], [1, 1]]  # row 0's third token is a tool output (not trained); row 1 reads 2 of 3
     assert at_risk_masks(lp, masks, 0.9) == [[0, 1, 0, 0], [1, 1]]
     assert at_risk_masks(lp, masks, 1.0) == [[1, 1, 0, 0], [1, 1]]
+    # the anchor's forward stops after each row's last at-risk token (a causal model's earlier log-probs are the same)
+    assert [through_last_marked(m) for m in ([0, 1, 0, 0], [1, 1], [0, 0])] == [2, 2, 0]
     with pytest.raises(ValueError, match="row 0 has 1 log-probs for 2 tokens"):
         at_risk_masks([[0.0]], [[1, 1]], 0.9)
     with pytest.raises(ValueError, match=r"below must be in \(0, 1\]"):

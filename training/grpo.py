@@ -655,7 +655,7 @@ class GRPOTrainer:
         """data.focus.retain_per_step's anchor for this step (training/retain.py): the demonstrations of this rank's
         retain tasks, replayed and verified, each one's loss mask narrowed to the tokens the current policy gives
         less than retain_below probability, packed (None when off, or when no verified token is at risk)."""
-        from training.retain import RETAIN_SEED_OFFSET, at_risk_masks, retain_positions
+        from training.retain import RETAIN_SEED_OFFSET, at_risk_masks, retain_positions, through_last_marked
 
         focus = self.cfg.data.focus
         if focus is None or not focus.retain_per_step:
@@ -684,7 +684,8 @@ class GRPOTrainer:
                     lp, _ = self._forward_logprobs(self.model, pack(part, self.tok.pad_token_id).to(device))
                 masks += at_risk_masks(lp.float().cpu().tolist(), [s.loss_mask for s in part], focus.retain_below)
         stats["retain_tokens"] = float(sum(map(sum, masks)))
-        kept = [replace(s, loss_mask=m) for s, m in zip(verified, masks) if any(m)]
+        kept = [replace(s, completion_ids=s.completion_ids[:n], loss_mask=m[:n], logprobs=s.logprobs[:n])
+                for s, m in zip(verified, masks) if (n := through_last_marked(m))]
         return (pack(kept, self.tok.pad_token_id) if kept else None), stats
 
     def _demonstration_samples(self, tasks: list[TaskRow]) -> list[Sample]:

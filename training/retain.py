@@ -53,3 +53,10 @@ def at_risk_masks(logprobs: Sequence[Sequence[float]], loss_masks: Sequence[Sequ
             raise ValueError(f"at_risk_masks: row {i} has {len(lp)} log-probs for {len(mask)} tokens")
         out.append([1 if m and lp[j] < cut else 0 for j, m in enumerate(mask)])
     return out
+
+
+def through_last_marked(mask: Sequence[int]) -> int:
+    """How many leading tokens a row needs for its marked ones: up to and including the last 1 (0 when none). A
+    causal model's log-prob of a token depends only on the tokens before it, so the anchor's forward stops there --
+    the tool outputs and replies after a demonstration's last at-risk token cost time and change nothing."""
+    return max((i + 1 for i, m in enumerate(mask) if m), default=0)
