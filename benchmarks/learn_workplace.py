@@ -181,7 +181,8 @@ def _grpo_setup(a: argparse.Namespace) -> str:
              f"{a.grpo_focus_max_pass:g} (data.focus, probed before the first update, inside the stage's time)"
              if a.grpo_focus_max_pass is not None else "")
     if a.grpo_retain and a.grpo_focus_max_pass is not None:
-        focus += (f"; every step also {a.grpo_retain} verified demonstrations of the templates above that bar, "
+        where = "the templates above that bar" if a.grpo_retain_from == "solved" else "every template"
+        focus += (f"; every step also {a.grpo_retain} verified demonstrations of {where}, "
                   f"{a.grpo_retain_coef:g} x the token-mean NLL of their tokens the policy gives below "
                   f"{a.grpo_retain_below:g} probability (data.focus.retain_per_step, the retain anchor)")
     return (f"{a.grpo_batch} episodes per step ({a.grpo_group} per prompt), {how}lr {a.grpo_lr}{schedule}, {optimizer}, "
@@ -223,7 +224,8 @@ def _grpo_focus(a: argparse.Namespace) -> dict | None:
         return None
     focus = {"by": "template", "max_pass_rate": a.grpo_focus_max_pass, "probe_per_group": a.grpo_focus_probe}
     if a.grpo_retain:
-        focus.update(retain_per_step=a.grpo_retain, retain_coef=a.grpo_retain_coef, retain_below=a.grpo_retain_below)
+        focus.update(retain_per_step=a.grpo_retain, retain_coef=a.grpo_retain_coef, retain_below=a.grpo_retain_below,
+                     retain_from=a.grpo_retain_from)
     return focus
 
 
@@ -667,6 +669,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "the policy gives below --grpo-retain-below probability (0: off)")
     ap.add_argument("--grpo-retain-coef", type=float, default=1.0, help="data.focus.retain_coef")
     ap.add_argument("--grpo-retain-below", type=float, default=0.9, help="data.focus.retain_below")
+    ap.add_argument("--grpo-retain-from", choices=["solved", "all"], default="solved",
+                    help="data.focus.retain_from: anchor the templates above the focus bar, or every template")
     ap.add_argument("--grpo-eval-tasks", type=int, default=0,
                     help="model selection on validation (checkpoint.keep_best): greedy pass@1 of the SFT model and "
                     "of every GRPO step on the first N validation tasks; the test evaluation runs on the best of them "

@@ -94,6 +94,10 @@ class FocusSection(_Strict):
     # templates) moved the policy's first call everywhere, losing kinds it solved; the anchor puts the same decision
     # of the solved kinds into every update, as the contrast a per-kind choice needs. 0: off
     retain_per_step: int = Field(0, ge=0)
+    # where the anchor's tasks come from: "solved", the groups above max_pass_rate; "all", every training task with a
+    # demonstration -- the focused groups' own too, whose passes a focused update can break as well (learn_workplace
+    # session 28: most of the solved-kinds anchor's split losses were in focused templates and held-out ones)
+    retain_from: Literal["solved", "all"] = "solved"
     retain_coef: float = Field(1.0, gt=0.0)
     retain_below: float = Field(0.9, gt=0.0, le=1.0)
 

@@ -77,6 +77,7 @@ def test_the_anchor_replays_verified_demonstrations_and_one_update_raises_them(w
 def _cfg(tmp_path: Path, reward: str, **focus):
     from training.config_io import load_train_config
 
+    tmp_path.mkdir(parents=True, exist_ok=True)
     demos, _ = _arithmetic_demonstrations(tmp_path)
     return load_train_config(_tiny_yaml(
         tmp_path, steps=2, batch_size=8, rollout__max_new_tokens=8, overlong__buffer_tokens=2, checkpoint__every=1,
@@ -96,6 +97,10 @@ def test_a_focused_run_anchors_the_solved_kind_every_step(tmp_path):
     trainer.train()
     assert {t.metadata["op"] for t in trainer.tasks} == {"-"}
     assert trainer.retain_tasks and {t.metadata["op"] for t in trainer.retain_tasks} == {"+"}
+    everywhere = GRPOTrainer(_cfg(tmp_path / "all", "by_op", retain_from="all"), stop_after=1)
+    everywhere.train()  # the anchor's pool is then every training task with a demonstration, the failed kind's too
+    assert {t.metadata["op"] for t in everywhere.retain_tasks} == {"+", "-"}
+    assert len(everywhere.retain_tasks) == len(trainer.retain_tasks) + len(trainer.tasks)
     lines = [json.loads(x) for x in (Path(cfg.output_dir) / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in lines] == [1, 2]
     for r in lines:

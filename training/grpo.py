@@ -397,7 +397,8 @@ class GRPOTrainer:
             from training.retain import retain_groups
 
             solved = set(retain_groups(choice))
-            self.retain_tasks = [t for t in self.tasks if group_of(t, focus.by) in solved]
+            self.retain_tasks = [t for t in self.tasks
+                                 if focus.retain_from == "all" or group_of(t, focus.by) in solved]
             if not self.retain_tasks:
                 raise TrainingError(
                     f"data.focus.retain_per_step {focus.retain_per_step} anchors the {focus.by} groups the starting "
