@@ -390,7 +390,7 @@ class TrainConfig(_Strict):
                             "above 0, or set guidance.sft_coef (with guidance.demonstrations) for a supervised-only run")
         focus = self.data.focus
         if focus is not None and focus.retain_per_step and not self.guidance.demonstrations:
-            problems.append(f"data.focus.retain_per_step {focus.retain_per_step} anchors the solved kinds' "
+            problems.append(f"data.focus.retain_per_step {focus.retain_per_step} anchors verified "
                             "demonstrations: set guidance.demonstrations, or set data.focus.retain_per_step to 0")
         if self.guidance.sft_coef and not self.guidance.demonstrations:
             problems.append(f"guidance.sft_coef {self.guidance.sft_coef:g} trains on the tasks' demonstrations: set "

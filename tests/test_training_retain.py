@@ -120,6 +120,6 @@ def test_nothing_solved_to_anchor_is_refused_and_so_is_an_anchor_without_demonst
         GRPOTrainer(cfg).train()
     raw = cfg.model_dump(mode="json")
     raw["guidance"]["demonstrations"] = None
-    with pytest.raises(ConfigError, match="data.focus.retain_per_step 2 anchors the solved kinds' demonstrations: "
-                                              "set guidance.demonstrations"):
+    with pytest.raises(ConfigError, match="data.focus.retain_per_step 2 anchors verified demonstrations: "
+                                           "set guidance.demonstrations"):
         parse_train_config(raw)

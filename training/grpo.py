@@ -172,7 +172,7 @@ class GRPOTrainer:
         self.sft_demos: list[Sample] = []  # the step's verified demonstrations (guidance.sft_coef), set per rollout
         self.best: BestCheckpoint | None = None  # checkpoint.keep_best's record (training/best_checkpoint.py)
         self.focus: Any = None  # data.focus's FocusChoice (training/focus.py), once train() has made or read it
-        self.retain_tasks: list[TaskRow] = []  # data.focus.retain_per_step's pool: training tasks of the solved kinds
+        self.retain_tasks: list[TaskRow] = []  # data.focus.retain_per_step's pool (training/retain.py)
 
     # ------------------------------------------------------------------------------------------- setup
     def _setup(self) -> None:

@@ -6,7 +6,8 @@ that decision as a near-global bias: the whole test split showed the first call 
 every kind, right for the focused ones and wrong for kinds the SFT model solved (session 27, 85 -> 70 of 265). The
 focused groups carry no example of where the old choice was right. The anchor adds one: each step, verified
 demonstrations of the solved kinds, trained by NLL on the tokens the policy is no longer sure of (probability below
-`retain_below`), so the update has to move the first call per kind, not everywhere. Sure tokens (most of a
+`retain_below`), so the update has to move the first call per kind, not everywhere (`retain_from: all` draws the
+demonstrations from every kind, the focused ones too: their own passes can be lost as well). Sure tokens (most of a
 demonstration: syntax, copied arguments) carry almost no NLL gradient anyway and would only dilute the token mean.
 
 Pure functions over indices and token lists, so they are tested without a model; the trainer runs the replay and
