@@ -92,7 +92,9 @@ class FocusSection(_Strict):
     # and retain_coef x the token-mean NLL of their tokens the policy gives less than `retain_below` probability is
     # added to the update. Why: on learn_workplace a focused stage's few decisions (the first tool call of the failed
     # templates) moved the policy's first call everywhere, losing kinds it solved; the anchor puts the same decision
-    # of the solved kinds into every update, as the contrast a per-kind choice needs. 0: off
+    # of the solved kinds into every update, as the contrast a per-kind choice needs. 0: off. Measured on
+    # learn_workplace (session 28): it did not help there -- 85 -> 67 of 265 test tasks against the same stage's 85 ->
+    # 70 without it; the first call moved on other tasks all the same (benchmarks/results/learn_workplace.json)
     retain_per_step: int = Field(0, ge=0)
     # where the anchor's tasks come from: "solved", the groups above max_pass_rate; "all", every training task with a
     # demonstration -- the focused groups' own too, whose passes a focused update can break as well (learn_workplace
