@@ -133,9 +133,7 @@ class EnvironmentCollector:
 
         cfg = self.cfg
         if self.demonstrations is not None:
-            missing = [t.id for t in tasks if t.id not in self.demonstrations]
-            if missing:
-                raise EnvironmentError_(f"guidance: no demonstration for task(s) {missing[:5]}")
+            self._require_demonstrations(tasks)
         g_sampled = g - (self.demonstrations is not None)
         episodes: list[Episode] = []
         for gi, task in enumerate(tasks):
@@ -204,10 +202,14 @@ class EnvironmentCollector:
         sampled (the retain anchor's demonstrations, training/retain.py)."""
         if self.demonstrations is None:
             raise EnvironmentError_("replaying demonstrations needs guidance.demonstrations")
-        missing = [t.id for t in tasks if t.id not in self.demonstrations]
+        self._require_demonstrations(tasks)
+        return self._score([self.replay(t, gi, self.demonstrations[t.id]) for gi, t in enumerate(tasks)])
+
+    def _require_demonstrations(self, tasks: list[TaskRow]) -> None:
+        """Refuse, naming them, tasks the demonstrations file has no entry for."""
+        missing = [t.id for t in tasks if t.id not in (self.demonstrations or {})]
         if missing:
             raise EnvironmentError_(f"guidance: no demonstration for task(s) {missing[:5]}")
-        return self._score([self.replay(t, gi, self.demonstrations[t.id]) for gi, t in enumerate(tasks)])
 
     def replay(self, task: TaskRow, group: int, replies: list[str]) -> Episode:
         """A demonstration as an episode: each reply fed to a fresh environment's tool loop as if sampled (its tokens
