@@ -166,6 +166,9 @@ def _grpo_setup(a: argparse.Namespace) -> str:
                       f" (optim.sft_moments {a.grpo_sft_moments}, betas 0.9/0.999)")
     guided = (", each group's last member the task's demonstration replayed and verified (guidance.demonstrations)"
               if a.grpo_guidance else "")
+    if a.grpo_guidance and a.grpo_branch == "first_mistake":
+        guided += (", continuing the failed episode from its first call the demonstration does not make "
+                   "(guidance.branch first_mistake)")
     decoding = ("greedy rollouts (the episode greedy evaluation runs)" if a.grpo_temperature == 0
                 else f"sampling temperature {a.grpo_temperature}")
     policy = "" if a.grpo_policy_coef == 1 else f" (the policy-gradient term x{a.grpo_policy_coef:g})"
@@ -200,14 +203,15 @@ def _grpo_record(a: argparse.Namespace) -> dict:
             "grpo_sft_coef": a.grpo_sft_coef, "grpo_policy_coef": a.grpo_policy_coef, "seed": a.seed,
             "grpo_sft_moments": a.grpo_sft_moments, "grpo_eval_tasks": a.grpo_eval_tasks,
             "grpo_scheduler": a.grpo_scheduler, "grpo_beta": a.grpo_beta, "grpo_focus": _grpo_focus(a),
-            "grpo_divergence": a.grpo_divergence}
+            "grpo_divergence": a.grpo_divergence, "grpo_branch": a.grpo_branch}
 
 
 # what a setup recorded before a key existed meant (the GRPO stage's settings of the sessions before it)
 _SETUP_DEFAULTS = {"negative_advantage_weight": 1.0, "grpo_temperature": 1.0, "grpo_optimizer": "adamw-bf16",
                    "grpo_momentum": 0.0, "grpo_guidance": False, "grpo_group": 4, "grpo_sft_coef": 0.0,
                    "grpo_policy_coef": 1.0, "seed": 0, "grpo_sft_moments": "none", "grpo_eval_tasks": 0,
-                   "grpo_scheduler": "constant", "grpo_beta": 0.0, "grpo_focus": None, "grpo_divergence": False}
+                   "grpo_scheduler": "constant", "grpo_beta": 0.0, "grpo_focus": None, "grpo_divergence": False,
+                   "grpo_branch": "start"}
 
 
 def _attempt_settings(setup: dict, a: argparse.Namespace) -> dict:
@@ -259,7 +263,8 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
                     # sample nothing, and a greedy temperature there would be refused for their unguided groups
                     "temperature": a.grpo_temperature if grpo_stage or run == "strict" else 1.0},
         "guidance": {"demonstrations": str(data / "demonstrations.jsonl") if grpo_stage and a.grpo_guidance else None,
-                     "sft_coef": a.grpo_sft_coef if grpo_stage and a.grpo_guidance else 0.0},
+                     "sft_coef": a.grpo_sft_coef if grpo_stage and a.grpo_guidance else 0.0,
+                     "branch": a.grpo_branch if grpo_stage and a.grpo_guidance else "start"},
         "loss": {"type": a.grpo_loss, "negative_advantage_weight": a.grpo_negative_weight,
                  "top_entropy_fraction": a.grpo_top_entropy, "zero_variance_alpha": a.grpo_zvp_alpha,
                  "divergence_tokens": a.grpo_divergence and grpo_stage,
@@ -357,7 +362,7 @@ def grpo(cfg: Any, init_from: str, deadline: float, eval_s: float) -> tuple[Any,
     keep = ("step", "reward_mean", "pass_rate", "groups_kept", "groups_sampled", "zero_variance_frac", "ds_rounds",
             "step_time_s", "completion_len_mean", "tokens_per_s", "demo_pass_rate", "sft_nll", "grad_norm",
             "eval_pass_at_1", "eval_time_s", "divergence_tokens", "entropy", "retain_demos", "retain_tokens",
-            "retain_nll")
+            "retain_nll", "guided_from_mistake")
     return trainer, [{k: m.get(k) for k in keep if k in m} for m in metrics]
 
 
@@ -681,6 +686,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "scaling; needs --grpo-optimizer adamw or adamw-bf16")
     ap.add_argument("--grpo-guidance", action="store_true", help="guidance.demonstrations: one member of each "
                     "group is the task's demonstration (demonstrations.jsonl) replayed through the environment")
+    ap.add_argument("--grpo-branch", choices=["start", "first_mistake"], default="start",
+                    help="guidance.branch (with --grpo-guidance): first_mistake keeps the failed episode's turns while "
+                    "its calls are ones the demonstration makes, then continues with the demonstration, so the "
+                    "group's two members part at the policy's first wrong call")
     ap.add_argument("--grpo-sft-coef", type=float, default=0.0, help="guidance.sft_coef (with --grpo-guidance): "
                     "add this times the token-mean NLL of every drawn task's verified demonstration to each update")
     ap.add_argument("--grpo-policy-coef", type=float, default=1.0, help="loss.policy_coef: 0 with --grpo-sft-coef "
@@ -709,6 +718,8 @@ def main() -> None:
     global RESULT, PLOT
     ap = build_parser()
     a = ap.parse_args()
+    if a.grpo_branch != "start" and not a.grpo_guidance:
+        ap.error("--grpo-branch chooses where the demonstration that --grpo-guidance replays starts: add --grpo-guidance")
     if a.grpo_sft_coef and not a.grpo_guidance:
         ap.error("--grpo-sft-coef trains on the demonstrations that --grpo-guidance replays: add --grpo-guidance")
     if not a.grpo_policy_coef and not a.grpo_sft_coef:

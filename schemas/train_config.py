@@ -166,6 +166,13 @@ class GuidanceSection(_Strict):
     # help there -- SGD steps on the supervised term alone moved the first call toward the stream's most common
     # opening as GRPO's did, and lost as many test passes (benchmarks/results/learn_workplace.json)
     sft_coef: float = Field(0.0, ge=0.0)
+    # where the guided member starts (multi-turn only). start: the demonstration replayed from the first turn.
+    # first_mistake: the group's first failed sampled episode kept turn by turn while each of its calls is one the
+    # demonstration makes (any order), then the demonstration's remaining replies (DAgger inside the group; see
+    # training.branch): the two members share every token up to the policy's first wrong call, so the update --
+    # with loss.divergence_tokens, exactly that token -- is about the mistake, not about an equally valid order of
+    # the same calls. Falls back to the whole demonstration when the continuation does not pass.
+    branch: Literal["start", "first_mistake"] = "start"
 
 
 class LossSection(_Strict):
@@ -397,6 +404,10 @@ class TrainConfig(_Strict):
         if self.guidance.sft_coef and not self.guidance.demonstrations:
             problems.append(f"guidance.sft_coef {self.guidance.sft_coef:g} trains on the tasks' demonstrations: set "
                             "guidance.demonstrations, or set guidance.sft_coef to 0")
+        if self.guidance.branch == "first_mistake" and not (self.guidance.demonstrations and self.rollout.environment):
+            problems.append("guidance.branch first_mistake continues a failed episode with its demonstration through "
+                            "the environment: set guidance.demonstrations and rollout.environment, or set "
+                            "guidance.branch to start")
         sampled = g - bool(self.guidance.demonstrations)
         if self.rollout.temperature == 0 and sampled > 1:
             problems.append(

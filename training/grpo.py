@@ -507,6 +507,8 @@ class GRPOTrainer:
         if demos:  # a demonstration the verifier fails is a data problem worth seeing, not a sample's luck
             stats["demo_pass_rate"] = float(np.mean([s.passed for s in demos]))
             stats["guided_tasks"] = float(self.guided_tasks)
+            if cfg.guidance.branch == "first_mistake":  # guided members continuing a failed episode's own turns
+                stats["guided_from_mistake"] = float(sum(bool(s.extras.get("kept_turns")) for s in demos))
         return [s for grp in kept for s in grp], stats
 
     def _score(self, s: Sample) -> None:
@@ -606,7 +608,7 @@ class GRPOTrainer:
         keys = [k for k, v in record.items() if isinstance(v, (int, float)) and k not in ("step", "cursor")]
         vals = self.dist.sum([float(record[k]) for k in keys])
         summed = ("groups_sampled", "groups_kept", "tokens", "reward_errors", "divergence_tokens", "retain_demos",
-                  "retain_tokens")  # counts, not means
+                  "retain_tokens", "guided_from_mistake")  # counts, not means
         for k, v in zip(keys, vals):
             record[k] = v if k in summed else v / self.dist.world
         return record

@@ -21,6 +21,7 @@ import json
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, Callable
 
 import torch
@@ -49,6 +50,8 @@ class Episode:
     logprobs: list[float] = field(default_factory=list)
     cut: bool = False  # hit a token limit: no more turns
     demonstration: bool = False  # replayed from guidance.demonstrations, not sampled
+    replies: list[tuple[list[int], list[float], str]] = field(default_factory=list)  # per turn: tokens, log-probs, text
+    kept_turns: int = 0  # guidance.branch first_mistake: leading turns taken from a failed sampled episode
 
     def extend(self, ids: list[int], trained: bool, logprobs: list[float] | None = None) -> None:
         """Append to the episode's token stream: a reply of the policy (trained on) or the environment's answer
@@ -184,6 +187,7 @@ class EnvironmentCollector:
                     toks = out_ids[i, :n].tolist()
                     e.extend(toks, True, out_lp[i, :n].tolist())
                     text = self.tok.decode(toks, skip_special_tokens=True)
+                    e.replies.append((toks, e.logprobs[-n:] if n else [], text))
                     before = e.loop.prompt()
                     e.loop.step(text)
                     if not bool(ended[i]):
@@ -193,7 +197,8 @@ class EnvironmentCollector:
                         e.extend(tool_suffix_ids(self.tok, before, text, e.loop.prompt(), True), False)
                 turn += 1
         if self.demonstrations is not None:  # each group: its sampled members, then the demonstration
-            episodes += [self.replay(task, gi, self.demonstrations[task.id]) for gi, task in enumerate(tasks)]
+            guided = self.corrective if cfg.guidance.branch == "first_mistake" else self._whole_replay
+            episodes += [guided(task, gi, [e for e in episodes if e.group == gi]) for gi, task in enumerate(tasks)]
             episodes.sort(key=lambda e: e.group)
         return self._score(episodes)
 
@@ -211,23 +216,55 @@ class EnvironmentCollector:
         if missing:
             raise EnvironmentError_(f"guidance: no demonstration for task(s) {missing[:5]}")
 
-    def replay(self, task: TaskRow, group: int, replies: list[str]) -> Episode:
+    def _whole_replay(self, task: TaskRow, group: int, sampled: list[Episode]) -> Episode:
+        return self.replay(task, group, self.demonstrations[task.id])  # type: ignore[index]
+
+    def corrective(self, task: TaskRow, group: int, sampled: list[Episode]) -> Episode:
+        """`guidance.branch: first_mistake`: the group's first failed sampled episode, kept turn by turn (its own
+        tokens and log-probs) while its calls are ones the demonstration makes, then the demonstration's remaining
+        replies (training.branch). Verified here; when the continuation does not pass (or every sampled member
+        passed), the whole demonstration replayed from the start, as `branch: start` does."""
+        from rewards.environments.toolcalls import parse_reply
+        from training.branch import branch_point, call_signature
+
+        replies = self.demonstrations[task.id]  # type: ignore[index]
+        failed = next((e for e in sampled if not _passes(e)), None)
+        if failed is None:
+            return self.replay(task, group, replies)
+
+        def calls(text: str) -> list[tuple[str, str]]:
+            parsed = parse_reply(text)
+            return [] if parsed.errors or parsed.is_final else [call_signature(c.name, c.arguments) for c in parsed.calls]
+
+        b = branch_point([calls(t) for _, _, t in failed.replies], [calls(t) for t in replies])
+        if b.keep == 0:
+            return self.replay(task, group, replies)
+        out = self.replay(task, group, [replies[i] for i in b.resume], prefix=failed.replies[:b.keep])
+        if not _passes(out):
+            return self.replay(task, group, replies)
+        out.kept_turns = b.keep
+        return out
+
+    def replay(self, task: TaskRow, group: int, replies: list[str],
+               prefix: Sequence[tuple[list[int], list[float], str]] = ()) -> Episode:
         """A demonstration as an episode: each reply fed to a fresh environment's tool loop as if sampled (its tokens
-        and end token trained on), the environment's answers as masked context, cut at the rollout's token limit."""
+        and end token trained on), the environment's answers as masked context, cut at the rollout's token limit.
+        `prefix`: sampled turns (tokens, log-probs, text) fed first, exactly as the policy produced them."""
         env = self.env_factory()
         loop = self.ToolLoop(task, env, max_turns=self.cfg.rollout.max_turns)
         e = Episode(task, group, loop, env, self._prompt_ids(loop.prompt()), demonstration=True)
         eos = self.tok.eos_token_id
-        for text in replies:
+        turns = [(list(t), list(lp), text) for t, lp, text in prefix]
+        turns += [(_ids(self.tok, text) + ([eos] if eos is not None else []), None, text) for text in replies]
+        for toks, logprobs, text in turns:
             if loop.done:
                 break
-            toks = _ids(self.tok, text) + ([eos] if eos is not None else [])
             if len(e.prompt_ids) + len(e.completion_ids) + len(toks) > self.cfg.rollout.max_total_tokens:
                 e.cut = True
                 break
             before = loop.prompt()
             loop.step(text)
-            e.extend(toks, True)
+            e.extend(toks, True, logprobs)
             if not loop.done:
                 e.extend(tool_suffix_ids(self.tok, before, text, loop.prompt(), True), False)
         return e
@@ -264,9 +301,19 @@ class EnvironmentCollector:
                 group=e.group, task_id=e.task.id, prompt_ids=e.prompt_ids, completion_ids=e.completion_ids,
                 loss_mask=e.loss_mask, logprobs=e.logprobs, truncated=e.cut,
                 text=traj.messages[-1].content if traj.messages else "", result=r,
-                extras={"turns": traj.turns, "stopped": traj.stopped, "demonstration": e.demonstration},
+                extras={"turns": traj.turns, "stopped": traj.stopped, "demonstration": e.demonstration,
+                        "kept_turns": e.kept_turns},
             ))
         return samples
+
+
+def _passes(e: Episode) -> bool:
+    """The environment's verdict on an episode as it stands (a crashing verifier counts as not passing here; the
+    scoring pass reports it as an error)."""
+    try:
+        return bool(e.env.verify(e.loop.trajectory()).passed)
+    except Exception:  # noqa: BLE001 - reported by _score, which verifies again
+        return False
 
 
 def make_environment_collector(cfg: TrainConfig, model: Any, tok: Any, reward: Any, autocast_bf16: bool = False,
