@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from training.branch import Branch, branch_point, call_signature
+from training.branch import Branch, branch_point, call_signature, grounded
 from training.divergence import first_divergence
 from training.rollout import SamplingParams
 from test_training_multiturn import FINAL, ScriptedLM, workplace  # noqa: F401 - the module's fixture
@@ -92,3 +92,18 @@ def test_first_mistake_without_an_environment_is_refused():
     with pytest.raises(ConfigError, match="guidance.branch first_mistake"):
         parse_train_config({"data": {"path": "x.jsonl"}, "reward": {"function": "exact", "allow_unaudited": True},
                             "guidance": {"demonstrations": "d.jsonl", "branch": "first_mistake"}})
+
+
+def test_the_right_tool_with_wrong_arguments_resumes_with_that_tools_turn_when_it_can_move():
+    """The policy searches first, with other arguments: the demonstration's search (grounded in the prompt) goes
+    first, so the members part inside the arguments, not at the tool name the demonstration happens to call first.
+    A write carrying an address the lookup returned cannot move ahead of the lookup: forwarding to a guessed
+    address is the mistake there."""
+    prompt = "Forward Lori's last email to Bob."
+    movable = [all(grounded(sig, prompt) for sig in turn) and bool(turn) for turn in DEMO]
+    assert movable == [True, True, False, False]
+    other = call_signature("email_search_emails", {"query": "bob"})
+    assert branch_point([[other], []], DEMO, movable) == Branch(0, (1, 0, 2, 3))
+    assert branch_point([[other], []], DEMO) == Branch(0, (0, 1, 2, 3))  # without `movable`: its order
+    wrong = call_signature("email_forward_email", {"email_id": "00000001", "recipient": "bob"})
+    assert branch_point([[SEARCH], [wrong], []], DEMO, movable) == Branch(1, (0, 2, 3))

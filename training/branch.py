@@ -19,6 +19,7 @@ pass.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,14 +41,28 @@ class Branch:
     resume: tuple[int, ...]
 
 
-def branch_point(episode: Sequence[Sequence[Signature]], demonstration: Sequence[Sequence[Signature]]) -> Branch:
+def grounded(signature: Signature, text: str) -> bool:
+    """Whether every word of a call's argument values occurs in `text` (the task's prompt), case aside: such a call
+    needs nothing an earlier tool result told, so it can be made earlier than the demonstration makes it. A call
+    carrying an id or an address a search returned is not grounded and keeps its place."""
+    words = set(re.findall(r"[a-z0-9]+", text.lower()))
+    values = json.loads(signature[1]).values()
+    return all(w in words for v in values for w in re.findall(r"[a-z0-9]+", str(v).lower()))
+
+
+def branch_point(episode: Sequence[Sequence[Signature]], demonstration: Sequence[Sequence[Signature]],
+                 movable: Sequence[bool] | None = None) -> Branch:
     """Where `episode` (its turns' calls; a turn without calls -- an answer, a malformed reply -- is empty) first
     leaves `demonstration` (the same for its replies), and which demonstration turns finish the task from there.
 
     An episode turn is kept while it makes at least one call and each of its calls is one the demonstration makes
     and the episode has not made yet (repeats count). The demonstration resumes with every turn none of whose calls
-    was made, in its order; a demonstration turn whose calls were made only in part cannot resume (it would repeat
-    a call), so the branch moves back to the start: keep 0, the whole demonstration."""
+    was made, in its order -- except that, when `movable` (per demonstration turn) allows it, the first turn calling
+    the mistaken turn's tool goes first (the policy picked the right tool with wrong arguments: the members should
+    part at the arguments; `grounded` says which turns can move); a demonstration turn whose calls
+    were made only in part cannot resume (it would repeat a call), so the branch moves back to the start: keep 0,
+    the whole demonstration in its order. The collector verifies the result and falls back to the whole
+    demonstration when a reordered continuation does not pass (a write needing a read it moved past)."""
     todo = Counter(sig for turn in demonstration for sig in turn)
     keep = 0
     for turn in episode:
@@ -66,4 +81,20 @@ def branch_point(episode: Sequence[Sequence[Signature]], demonstration: Sequence
         if made < len(set(turn)) or any(done[sig] < n for sig, n in Counter(turn).items()):
             return Branch(0, tuple(range(len(demonstration))))
         done.subtract(Counter(turn))
-    return Branch(keep, tuple(resume))
+    mistake = episode[keep] if keep < len(episode) else []
+    return Branch(keep, _mistaken_tool_first(resume, demonstration, mistake, movable))
+
+
+def _mistaken_tool_first(resume: list[int], demonstration: Sequence[Sequence[Signature]],
+                         mistake: Sequence[Signature], movable: Sequence[bool] | None) -> tuple[int, ...]:
+    """`resume` with the first demonstration turn that calls the mistaken turn's first tool moved to the front: when
+    the policy chose the right tool with other arguments, the guided member makes the same choice of tool there and
+    the two members part inside the arguments -- the actual mistake -- rather than at the tool name the
+    demonstration happens to call first."""
+    if not mistake or movable is None:
+        return tuple(resume)
+    tool = mistake[0][0]
+    j = next((j for j, i in enumerate(resume) if any(name == tool for name, _ in demonstration[i])), 0)
+    if not movable[resume[j]]:
+        return tuple(resume)
+    return tuple([resume[j]] + resume[:j] + resume[j + 1:])

@@ -507,8 +507,8 @@ class GRPOTrainer:
         if demos:  # a demonstration the verifier fails is a data problem worth seeing, not a sample's luck
             stats["demo_pass_rate"] = float(np.mean([s.passed for s in demos]))
             stats["guided_tasks"] = float(self.guided_tasks)
-            if cfg.guidance.branch == "first_mistake":  # guided members continuing a failed episode's own turns
-                stats["guided_from_mistake"] = float(sum(bool(s.extras.get("kept_turns")) for s in demos))
+            if cfg.guidance.branch == "first_mistake":  # guided members built at a failed episode's first mistake
+                stats["guided_from_mistake"] = float(sum(bool(s.extras.get("corrective")) for s in demos))
         return [s for grp in kept for s in grp], stats
 
     def _score(self, s: Sample) -> None:

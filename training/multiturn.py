@@ -12,7 +12,10 @@ only the tool results and the next generation prompt, not the whole conversation
 With `guidance.demonstrations`, the last member of each group is the task's demonstration replayed through a
 fresh environment (`EnvironmentCollector.replay`): its replies are the policy's turns (loss mask 1), the
 environment's answers are context (mask 0), and the same verifier scores it, so it enters the group's advantages
-like any sample. Its generation log-probs are unknown and recorded as 0 (`Sample.extras["demonstration"]`).
+like any sample. Its generation log-probs are unknown and recorded as 0 (`Sample.extras["demonstration"]`). With
+`guidance.branch: first_mistake` that member starts as the group's first failed episode -- its own turns, tokens and
+log-probs, for as long as each of its calls is one the demonstration makes -- and finishes with the demonstration's
+remaining replies (`EnvironmentCollector.corrective`, `training.branch`).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ class Episode:
     demonstration: bool = False  # replayed from guidance.demonstrations, not sampled
     replies: list[tuple[list[int], list[float], str]] = field(default_factory=list)  # per turn: tokens, log-probs, text
     kept_turns: int = 0  # guidance.branch first_mistake: leading turns taken from a failed sampled episode
+    corrective: bool = False  # ... and the member is not the plain demonstration (turns kept or reordered)
 
     def extend(self, ids: list[int], trained: bool, logprobs: list[float] | None = None) -> None:
         """Append to the episode's token stream: a reply of the policy (trained on) or the environment's answer
@@ -222,10 +226,10 @@ class EnvironmentCollector:
     def corrective(self, task: TaskRow, group: int, sampled: list[Episode]) -> Episode:
         """`guidance.branch: first_mistake`: the group's first failed sampled episode, kept turn by turn (its own
         tokens and log-probs) while its calls are ones the demonstration makes, then the demonstration's remaining
-        replies (training.branch). Verified here; when the continuation does not pass (or every sampled member
+        replies, the one calling the mistaken tool first (training.branch). Verified here; when the continuation does not pass (or every sampled member
         passed), the whole demonstration replayed from the start, as `branch: start` does."""
         from rewards.environments.toolcalls import parse_reply
-        from training.branch import branch_point, call_signature
+        from training.branch import branch_point, call_signature, grounded
 
         replies = self.demonstrations[task.id]  # type: ignore[index]
         failed = next((e for e in sampled if not _passes(e)), None)
@@ -236,13 +240,16 @@ class EnvironmentCollector:
             parsed = parse_reply(text)
             return [] if parsed.errors or parsed.is_final else [call_signature(c.name, c.arguments) for c in parsed.calls]
 
-        b = branch_point([calls(t) for _, _, t in failed.replies], [calls(t) for t in replies])
-        if b.keep == 0:
+        demo = [calls(t) for t in replies]
+        asked = "\n".join(m.content or "" for m in task.prompt if m.role == "user")  # what a call can be grounded in
+        b = branch_point([calls(t) for _, _, t in failed.replies], demo,
+                         movable=[bool(turn) and all(grounded(sig, asked) for sig in turn) for turn in demo])
+        if b.keep == 0 and b.resume == tuple(range(len(replies))):
             return self.replay(task, group, replies)
         out = self.replay(task, group, [replies[i] for i in b.resume], prefix=failed.replies[:b.keep])
         if not _passes(out):
             return self.replay(task, group, replies)
-        out.kept_turns = b.keep
+        out.kept_turns, out.corrective = b.keep, True
         return out
 
     def replay(self, task: TaskRow, group: int, replies: list[str],
@@ -302,7 +309,7 @@ class EnvironmentCollector:
                 loss_mask=e.loss_mask, logprobs=e.logprobs, truncated=e.cut,
                 text=traj.messages[-1].content if traj.messages else "", result=r,
                 extras={"turns": traj.turns, "stopped": traj.stopped, "demonstration": e.demonstration,
-                        "kept_turns": e.kept_turns},
+                        "kept_turns": e.kept_turns, "corrective": e.corrective},
             ))
         return samples
 
