@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import json
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any, Callable
 
 import torch
@@ -226,8 +226,9 @@ class EnvironmentCollector:
     def corrective(self, task: TaskRow, group: int, sampled: list[Episode]) -> Episode:
         """`guidance.branch: first_mistake`: the group's first failed sampled episode, kept turn by turn (its own
         tokens and log-probs) while its calls are ones the demonstration makes, then the demonstration's remaining
-        replies, the one calling the mistaken tool first (training.branch). Verified here; when the continuation does not pass (or every sampled member
-        passed), the whole demonstration replayed from the start, as `branch: start` does."""
+        replies, the one calling the mistaken tool first when it can move (training.branch). Verified here; when the
+        continuation does not pass (or every sampled member passed), the whole demonstration replayed from the
+        start, as `branch: start` does."""
         from rewards.environments.toolcalls import parse_reply
         from training.branch import branch_point, call_signature, grounded
 
@@ -238,7 +239,9 @@ class EnvironmentCollector:
 
         def calls(text: str) -> list[tuple[str, str]]:
             parsed = parse_reply(text)
-            return [] if parsed.errors or parsed.is_final else [call_signature(c.name, c.arguments) for c in parsed.calls]
+            if parsed.errors or parsed.is_final:
+                return []
+            return [call_signature(c.name, c.arguments) for c in parsed.calls]
 
         demo = [calls(t) for t in replies]
         asked = "\n".join(m.content or "" for m in task.prompt if m.role == "user")  # what a call can be grounded in
