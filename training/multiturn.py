@@ -32,6 +32,7 @@ import torch
 from schemas.rewards import RewardResult
 from schemas.task import TaskRow
 from schemas.train_config import TrainConfig
+from training.branch import Branch
 from training.generation_amp import generating
 from training.rollout import SamplingParams, continue_tokens, end_token_ids, left_pad, sample_with_state
 from training.samples import Sample
@@ -54,8 +55,9 @@ class Episode:
     cut: bool = False  # hit a token limit: no more turns
     demonstration: bool = False  # replayed from guidance.demonstrations, not sampled
     replies: list[tuple[list[int], list[float], str]] = field(default_factory=list)  # per turn: tokens, log-probs, text
-    kept_turns: int = 0  # guidance.branch first_mistake: leading turns taken from a failed sampled episode
-    corrective: bool = False  # ... and the member is not the plain demonstration (turns kept or reordered)
+    # guidance.branch first_mistake: where this guided member left a failed sampled episode (turns kept, the
+    # demonstration's turns resumed); None for a sampled episode or the plain demonstration
+    branch: Branch | None = None
 
     def extend(self, ids: list[int], trained: bool, logprobs: list[float] | None = None) -> None:
         """Append to the episode's token stream: a reply of the policy (trained on) or the environment's answer
@@ -252,7 +254,7 @@ class EnvironmentCollector:
         out = self.replay(task, group, [replies[i] for i in b.resume], prefix=failed.replies[:b.keep])
         if not _passes(out):
             return self.replay(task, group, replies)
-        out.kept_turns, out.corrective = b.keep, True
+        out.branch = b
         return out
 
     def replay(self, task: TaskRow, group: int, replies: list[str],
@@ -312,7 +314,7 @@ class EnvironmentCollector:
                 loss_mask=e.loss_mask, logprobs=e.logprobs, truncated=e.cut,
                 text=traj.messages[-1].content if traj.messages else "", result=r,
                 extras={"turns": traj.turns, "stopped": traj.stopped, "demonstration": e.demonstration,
-                        "kept_turns": e.kept_turns, "corrective": e.corrective},
+                        "kept_turns": e.branch.keep if e.branch else 0, "corrective": e.branch is not None},
             ))
         return samples
 
