@@ -183,6 +183,9 @@ def _grpo_setup(a: argparse.Namespace) -> str:
     focus = (f"; prompts drawn only from the templates where the SFT model's greedy pass@1 on {probed} is at most "
              f"{a.grpo_focus_max_pass:g} (data.focus, probed before the first update, inside the stage's time)"
              if a.grpo_focus_max_pass is not None else "")
+    if a.grpo_focus_mistake_from and a.grpo_focus_max_pass is not None:
+        focus += (f", and only those whose failed probe episodes all made their first {a.grpo_focus_mistake_from} "
+                  "replies right (the calls among the task's ground-truth calls; data.focus.mistake_from_turn)")
     if a.grpo_retain and a.grpo_focus_max_pass is not None:
         where = "the templates above that bar" if a.grpo_retain_from == "solved" else "every template"
         focus += (f"; every step also {a.grpo_retain} verified demonstrations of {where}, "
@@ -230,6 +233,8 @@ def _grpo_focus(a: argparse.Namespace) -> dict | None:
     if a.grpo_retain:
         focus.update(retain_per_step=a.grpo_retain, retain_coef=a.grpo_retain_coef, retain_below=a.grpo_retain_below,
                      retain_from=a.grpo_retain_from)
+    if a.grpo_focus_mistake_from:
+        focus["mistake_from_turn"] = a.grpo_focus_mistake_from
     return focus
 
 
@@ -668,6 +673,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--grpo-focus-probe", type=int, default=None,
                     help="data.focus.probe_per_group: probe at most N validation tasks of each template (default: "
                     "all of them)")
+    ap.add_argument("--grpo-focus-mistake-from", type=int, default=0,
+                    help="data.focus.mistake_from_turn (with --grpo-focus-max-pass): of the templates at or below the "
+                    "bar, train only those whose failed probe episodes all made their first N replies right, so the "
+                    "mistake trained comes after a correct tool call (0: every template at or below the bar)")
     ap.add_argument("--grpo-retain", type=int, default=0,
                     help="data.focus.retain_per_step (with --grpo-focus-max-pass and --grpo-guidance): every step also "
                     "replays N demonstrations of the templates above the focus bar and trains the NLL of their tokens "
@@ -728,6 +737,9 @@ def main() -> None:
     if a.grpo_retain and (a.grpo_focus_max_pass is None or not a.grpo_guidance):
         ap.error("--grpo-retain anchors the demonstrations (--grpo-guidance) of the templates above the focus bar "
                  "(--grpo-focus-max-pass): add both")
+    if a.grpo_focus_mistake_from and a.grpo_focus_max_pass is None:
+        ap.error("--grpo-focus-mistake-from narrows the templates that --grpo-focus-max-pass chooses: add "
+                 "--grpo-focus-max-pass")
     if a.grpo_eval_tasks and a.grpo_lora_r:
         ap.error("--grpo-eval-tasks evaluates the chosen checkpoint as a full model; a LoRA stage's checkpoints are "
                  "adapters: drop --grpo-lora-r or --grpo-eval-tasks")

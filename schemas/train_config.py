@@ -96,6 +96,14 @@ class FocusSection(_Strict):
     # learn_workplace (session 28): it did not help there -- 85 -> 67 of 265 test tasks against the same stage's 85 ->
     # 70 without it; the first call moved on other tasks all the same (benchmarks/results/learn_workplace.json)
     retain_per_step: int = Field(0, ge=0)
+    # where the failures start: with k >= 1, a group at or below max_pass_rate is trained only when every failed probe
+    # episode of it made its first k replies right -- each reply's calls among the task's ground_truth_calls, in any
+    # order -- so its first mistake comes after k correct turns (0: every group at or below the bar, as before).
+    # Why: on learn_workplace the focused groups' mistakes were first calls (sessions 20-29), and correcting a first
+    # call moved the shared opening of every template of the domain (85 -> 61..70 of 265 test tasks). A mistake made
+    # after a correct call is conditioned on a tool result the other templates do not see. Needs rollout.environment
+    # and probe tasks with ground_truth_calls.
+    mistake_from_turn: int = Field(0, ge=0)
     # where the anchor's tasks come from: "solved", the groups above max_pass_rate; "all", every training task with a
     # demonstration -- the focused groups' own too, whose passes a focused update can break as well (learn_workplace
     # session 28: most of the solved-kinds anchor's split losses were in focused templates and held-out ones)
@@ -403,6 +411,10 @@ class TrainConfig(_Strict):
         if focus is not None and focus.retain_per_step and not self.guidance.demonstrations:
             problems.append(f"data.focus.retain_per_step {focus.retain_per_step} anchors verified "
                             "demonstrations: set guidance.demonstrations, or set data.focus.retain_per_step to 0")
+        if focus is not None and focus.mistake_from_turn and not self.rollout.environment:
+            problems.append(f"data.focus.mistake_from_turn {focus.mistake_from_turn} compares the probe's tool calls "
+                            "with the tasks' ground_truth_calls, which needs rollout.environment (a single reply makes "
+                            "no turns): set rollout.environment, or set data.focus.mistake_from_turn to 0")
         if self.guidance.sft_coef and not self.guidance.demonstrations:
             problems.append(f"guidance.sft_coef {self.guidance.sft_coef:g} trains on the tasks' demonstrations: set "
                             "guidance.demonstrations, or set guidance.sft_coef to 0")

@@ -10,6 +10,7 @@ import pytest
 
 from schemas.task import TaskRow
 from schemas.train_config import FocusSection
+from test_training_multiturn import FINAL, ScriptedLM, workplace  # noqa: F401 - the module's fixture
 from test_training_tiny import _tiny_yaml
 from training.focus import choose_focus, focused_tasks, probe_groups, probe_sample, read_focus
 
@@ -112,3 +113,54 @@ def test_the_cli_says_what_the_run_trained_on(tmp_path):
     text = " ".join(out.output.split())
     assert "data.focus: 201 of 400 training tasks, the op groups the starting policy passed at most 0.5 of (- 0/" in text
     assert (tmp_path / "run" / "focus.json").is_file()
+
+
+def test_mistake_from_turn_trains_only_the_groups_whose_failures_start_after_a_right_reply():
+    """Two groups fail every probe task; in "late" each failed episode made one right reply first, in "early" one
+    did not. With mistake_from_turn 1 only "late" is trained; without it, both (the old behaviour)."""
+    probe = [_task(100 + i, tpl, "validation") for i, tpl in enumerate(["early", "early", "late", "late", "ok"])]
+    groups = probe_groups(probe, ["t104"], "template", {"t100": 0, "t101": 2, "t102": 1, "t103": 3})
+    assert {g: p.mistake_turns for g, p in groups.items()} == {"early": [0, 2], "late": [1, 3], "ok": []}
+    train = [_task(i, tpl) for i, tpl in enumerate(["early", "late", "ok", "late"])]
+    choice = choose_focus(train, groups, FocusSection(max_pass_rate=0.25, mistake_from_turn=1), "sft")
+    assert choice.trained_groups == ["late"] and choice.mistake_from_turn == 1
+    assert [t.id for t in focused_tasks(train, choice)] == ["t1", "t3"]
+    assert choose_focus(train, groups, FocusSection(max_pass_rate=0.25), "sft").trained_groups == ["early", "late"]
+    with pytest.raises(ValueError, match="fails some probe task within its first 2 replies in every 'template' "
+                       "group .* lower data.focus.mistake_from_turn"):
+        choose_focus(train, groups, FocusSection(max_pass_rate=0.25, mistake_from_turn=2), "sft")
+
+
+def test_the_probe_places_each_failed_episodes_first_mistake_against_the_tasks_ground_truth(workplace):
+    """Through the real workplace environment and verifier (greedy_pass_at_1, a scripted policy): an episode whose
+    first reply is the demonstration's first call and whose second is a wrong search failed after one right turn;
+    an episode that answers at once failed at turn 0. A task without ground_truth_calls is refused by name."""
+    from test_training_branch import _multi_call_task
+    from training.config_io import parse_train_config
+    from training.focus import mistake_turns
+    from training.model import load_tokenizer
+    from training.train_eval import greedy_pass_at_1
+
+    tok = load_tokenizer("default")
+    task, demos = _multi_call_task(workplace)
+    cfg = parse_train_config({
+        "data": {"path": str(workplace)}, "reward": {"function": "env:binary", "allow_unaudited": True},
+        "rollout": {"environment": "workplace", "max_turns": 6, "max_new_tokens": 96, "max_total_tokens": 4096}})
+    wrong = '<tool_call>{"name": "email_search_emails", "arguments": {"query": "zzz-nothing"}}</tool_call>'
+    late = greedy_pass_at_1(ScriptedLM(tok, [demos[task.id][0], wrong, FINAL]), tok, cfg, [task],
+                            keep_episodes=True)
+    early = greedy_pass_at_1(ScriptedLM(tok, [FINAL]), tok, cfg, [task], keep_episodes=True)
+    assert late["passed"] == early["passed"] == 0
+    assert mistake_turns([task], late["episodes"]) == {task.id: 1}
+    assert mistake_turns([task], early["episodes"]) == {task.id: 0}
+    bare = task.model_copy(update={"ground_truth_calls": None})
+    with pytest.raises(ValueError, match=f"probe task {task.id} has no ground_truth_calls"):
+        mistake_turns([bare], late["episodes"])
+
+
+def test_mistake_from_turn_without_an_environment_is_refused():
+    from training.config_io import ConfigError, parse_train_config
+
+    with pytest.raises(ConfigError, match="data.focus.mistake_from_turn 1 compares"):
+        parse_train_config({"data": {"path": "x.jsonl", "focus": {"mistake_from_turn": 1}},
+                            "reward": {"function": "exact", "allow_unaudited": True}})

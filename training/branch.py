@@ -50,6 +50,32 @@ def grounded(signature: Signature, text: str) -> bool:
     return all(w in words for v in values for w in re.findall(r"[a-z0-9]+", str(v).lower()))
 
 
+def reply_signatures(text: str) -> list[Signature]:
+    """The calls one assistant reply makes, as signatures; an answer or a reply with a format error makes none (the
+    tool loop runs the well-formed calls of a malformed reply, but the reply is a mistake all the same)."""
+    from rewards.environments.toolcalls import parse_reply
+
+    parsed = parse_reply(text)
+    if parsed.errors or parsed.is_final:
+        return []
+    return [call_signature(c.name, c.arguments) for c in parsed.calls]
+
+
+def leading_turns(episode: Sequence[Sequence[Signature]], truth: Sequence[Signature]) -> int:
+    """How many of the episode's first turns are right: each makes at least one call, and each call is one of
+    `truth` (the task's ground-truth calls, any order) that the episode has not made yet (repeats count). The turn
+    after them -- if the episode failed -- is where its first mistake is; 0 means the first reply was already wrong."""
+    todo = Counter(truth)
+    keep = 0
+    for turn in episode:
+        need = Counter(turn)
+        if not turn or any(todo[sig] < n for sig, n in need.items()):
+            break
+        todo.subtract(need)
+        keep += 1
+    return keep
+
+
 def branch_point(episode: Sequence[Sequence[Signature]], demonstration: Sequence[Sequence[Signature]],
                  movable: Sequence[bool] | None = None) -> Branch:
     """Where `episode` (its turns' calls; a turn without calls -- an answer, a malformed reply -- is empty) first
@@ -63,14 +89,7 @@ def branch_point(episode: Sequence[Sequence[Signature]], demonstration: Sequence
     were made only in part cannot resume (it would repeat a call), so the branch moves back to the start: keep 0,
     the whole demonstration in its order. The collector verifies the result and falls back to the whole
     demonstration when a reordered continuation does not pass (a write needing a read it moved past)."""
-    todo = Counter(sig for turn in demonstration for sig in turn)
-    keep = 0
-    for turn in episode:
-        need = Counter(turn)
-        if not turn or any(todo[sig] < n for sig, n in need.items()):
-            break
-        todo.subtract(need)
-        keep += 1
+    keep = leading_turns(episode, [sig for turn in demonstration for sig in turn])
     done = Counter(sig for turn in episode[:keep] for sig in turn)
     resume: list[int] = []
     for i, turn in enumerate(demonstration):

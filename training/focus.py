@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -21,10 +22,12 @@ FOCUS_FILE = "focus.json"
 
 
 class GroupProbe(BaseModel):
-    """One group's probe result: tasks probed and how many the starting policy passed greedily."""
+    """One group's probe result: tasks probed and how many the starting policy passed greedily; with
+    `mistake_from_turn`, also how many right replies each failed probe episode made before its first mistake."""
 
     tasks: int
     passed: int
+    mistake_turns: list[int] = Field(default_factory=list)  # per failed probe task, in probe order (training.branch)
 
     @property
     def pass_rate(self) -> float:
@@ -39,6 +42,7 @@ class FocusChoice(BaseModel):
     start: str  # the policy probed (the run's starting model)
     probe_data: str = ""  # the eval split probed ("path:split"), so a changed dataset is probed again
     probe_per_group: int | None = None
+    mistake_from_turn: int = 0
     probe_tasks: int
     probe_passed: int
     groups: dict[str, GroupProbe]
@@ -51,16 +55,19 @@ class FocusChoice(BaseModel):
     def matches(self, focus: FocusSection, start: str, probe_data: str = "") -> bool:
         """Whether this choice answers `focus` for a run starting from `start` and probing `probe_data` (else the
         probe runs again, or a resumed run is refused)."""
-        return (self.by, self.max_pass_rate, self.probe_per_group, self.start, self.probe_data) == (
-            focus.by, focus.max_pass_rate, focus.probe_per_group, start, probe_data)
+        return (self.by, self.max_pass_rate, self.probe_per_group, self.mistake_from_turn, self.start,
+                self.probe_data) == (focus.by, focus.max_pass_rate, focus.probe_per_group, focus.mistake_from_turn,
+                                     start, probe_data)
 
 
 def describe(choice: FocusChoice) -> str:
     """One line for the CLI: what the run trained on, and why."""
     rates = ", ".join(f"{g} {choice.groups[g].passed}/{choice.groups[g].tasks}" for g in choice.trained_groups)
     extra = f"; never probed: {', '.join(choice.unprobed_groups)}" if choice.unprobed_groups else ""
+    where = (f", whose failed probe episodes all made their first {choice.mistake_from_turn} replies right"
+             if choice.mistake_from_turn else "")
     return (f"data.focus: {choice.training_tasks} of {choice.training_tasks_before} training tasks, the {choice.by} "
-            f"groups the starting policy passed at most {choice.max_pass_rate:g} of ({rates}{extra}); probe "
+            f"groups the starting policy passed at most {choice.max_pass_rate:g} of{where} ({rates}{extra}); probe "
             f"{choice.probe_passed}/{choice.probe_tasks} eval tasks")
 
 
@@ -84,32 +91,64 @@ def probe_sample(tasks: Sequence[TaskRow], by: str, per_group: int | None) -> li
     return out
 
 
-def probe_groups(probe: Sequence[TaskRow], passed_ids: Iterable[str], by: str) -> dict[str, GroupProbe]:
-    """Per-group pass counts of a greedy probe, groups in first-seen order."""
+def mistake_turns(probe: Sequence[TaskRow], episodes: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Failed probe task id -> how many of its episode's first replies were right (`training.branch.leading_turns`
+    against the task's ground_truth_calls): the turn of its first mistake. `episodes` are
+    `greedy_pass_at_1(..., keep_episodes=True)`'s. A failed task without ground_truth_calls cannot be placed: the
+    error names it rather than guessing."""
+    from training.branch import call_signature, leading_turns
+
+    by_id = {t.id: t for t in probe}
+    out = {}
+    for e in episodes:
+        if e["passed"]:
+            continue
+        task = by_id[e["task_id"]]
+        if not task.ground_truth_calls:
+            raise ValueError(f"data.focus.mistake_from_turn: probe task {task.id} has no ground_truth_calls to place "
+                             "its first mistake against: give the eval split's tasks ground_truth_calls, or set "
+                             "data.focus.mistake_from_turn to 0")
+        truth = [call_signature(c.name, c.arguments) for c in task.ground_truth_calls]
+        out[task.id] = leading_turns([[tuple(sig) for sig in turn] for turn in e["calls"]], truth)
+    return out
+
+
+def probe_groups(probe: Sequence[TaskRow], passed_ids: Iterable[str], by: str,
+                 mistakes: dict[str, int] | None = None) -> dict[str, GroupProbe]:
+    """Per-group pass counts of a greedy probe (and, given `mistakes` from `mistake_turns`, the turn of each failed
+    task's first mistake), groups in first-seen order."""
     ok = set(passed_ids)
-    counts: dict[str, list[int]] = {}
+    groups: dict[str, GroupProbe] = {}
     for t in probe:
-        c = counts.setdefault(group_of(t, by), [0, 0])
-        c[0] += 1
-        c[1] += t.id in ok
-    return {g: GroupProbe(tasks=n, passed=p) for g, (n, p) in counts.items()}
+        p = groups.setdefault(group_of(t, by), GroupProbe(tasks=0, passed=0))
+        p.tasks += 1
+        p.passed += t.id in ok
+        if mistakes and t.id in mistakes:
+            p.mistake_turns.append(mistakes[t.id])
+    return groups
 
 
 def choose_focus(train: Sequence[TaskRow], groups: dict[str, GroupProbe], focus: FocusSection,
                  start: str, probe_data: str = "") -> FocusChoice:
-    """The groups to train on: probed at or below `max_pass_rate`, or never probed. When every probed group is
-    above the bar, nothing would be left to train on: the error says so rather than training on nothing."""
-    weak = [g for g, p in groups.items() if p.pass_rate <= focus.max_pass_rate]
+    """The groups to train on: probed at or below `max_pass_rate` (with `mistake_from_turn`, only those whose failed
+    probe episodes all made that many right replies first), or never probed. When no group is left, the error says
+    so rather than training on nothing."""
+    weak = [g for g, p in groups.items() if p.pass_rate <= focus.max_pass_rate
+            and (not focus.mistake_from_turn or min(p.mistake_turns, default=-1) >= focus.mistake_from_turn)]
     train_groups = list(dict.fromkeys(group_of(t, focus.by) for t in train))
     unprobed = [g for g in train_groups if g not in groups]
     kept = _in_groups(train, focus.by, set(weak) | set(unprobed))
     if not kept:
+        where = (f" or fails some probe task within its first {focus.mistake_from_turn} replies"
+                 if focus.mistake_from_turn else "")
         raise ValueError(
-            f"data.focus: the starting policy passes more than {focus.max_pass_rate:g} of the probe tasks of every "
-            f"{focus.by!r} group that the training tasks have ({len(groups)} groups probed), so no training task "
-            "is left: raise data.focus.max_pass_rate, or unset data.focus")
+            f"data.focus: the starting policy passes more than {focus.max_pass_rate:g} of the probe tasks{where} in "
+            f"every {focus.by!r} group that the training tasks have ({len(groups)} groups probed), so no training "
+            "task is left: raise data.focus.max_pass_rate"
+            f"{', lower data.focus.mistake_from_turn' if focus.mistake_from_turn else ''}, or unset data.focus")
     return FocusChoice(by=focus.by, max_pass_rate=focus.max_pass_rate, start=start,
-                       probe_per_group=focus.probe_per_group, probe_data=probe_data,
+                       probe_per_group=focus.probe_per_group, mistake_from_turn=focus.mistake_from_turn,
+                       probe_data=probe_data,
                        probe_tasks=sum(p.tasks for p in groups.values()),
                        probe_passed=sum(p.passed for p in groups.values()), groups=groups,
                        trained_groups=[g for g in weak if g in train_groups], unprobed_groups=unprobed,

@@ -363,8 +363,8 @@ class GRPOTrainer:
         focus = self.cfg.data.focus
         if focus is None:
             return
-        from training.focus import (FOCUS_FILE, choose_focus, focused_tasks, group_of, probe_groups, probe_sample,
-                                    read_focus, write_focus)
+        from training.focus import (FOCUS_FILE, choose_focus, focused_tasks, group_of, mistake_turns, probe_groups,
+                                    probe_sample, read_focus, write_focus)
 
         start, data = self._base_model(), self.cfg.data
         probed = f"{data.eval_path or data.path}:{data.eval_split}"
@@ -383,10 +383,12 @@ class GRPOTrainer:
                                         f"(split {data.eval_split!r}); set data.eval_split or data.eval_path")
                 from training.train_eval import greedy_pass_at_1
 
-                r = greedy_pass_at_1(self.model, self.tok, self.cfg, probe, reward=self.reward)
+                r = greedy_pass_at_1(self.model, self.tok, self.cfg, probe, reward=self.reward,
+                                     keep_episodes=bool(focus.mistake_from_turn))
                 try:
-                    choice = choose_focus(self.tasks, probe_groups(probe, r["passed_ids"], focus.by), focus, start,
-                                          probed)
+                    mistakes = mistake_turns(probe, r["episodes"]) if focus.mistake_from_turn else None
+                    choice = choose_focus(self.tasks, probe_groups(probe, r["passed_ids"], focus.by, mistakes), focus,
+                                          start, probed)
                 except ValueError as exc:
                     raise TrainingError(str(exc)) from exc
                 write_focus(self.out, choice.model_copy(update={"probe_s": round(time.perf_counter() - t0, 1)}))

@@ -32,7 +32,7 @@ import torch
 from schemas.rewards import RewardResult
 from schemas.task import TaskRow
 from schemas.train_config import TrainConfig
-from training.branch import Branch
+from training.branch import Branch, reply_signatures
 from training.generation_amp import generating
 from training.rollout import SamplingParams, continue_tokens, end_token_ids, left_pad, sample_with_state
 from training.samples import Sample
@@ -231,23 +231,15 @@ class EnvironmentCollector:
         replies, the one calling the mistaken tool first when it can move (training.branch). Verified here; when the
         continuation does not pass (or every sampled member passed), the whole demonstration replayed from the
         start, as `branch: start` does."""
-        from rewards.environments.toolcalls import parse_reply
-        from training.branch import branch_point, call_signature, grounded
+        from training.branch import branch_point, grounded
 
         replies = self.demonstrations[task.id]  # type: ignore[index]
         failed = next((e for e in sampled if not _passes(e)), None)
         if failed is None:
             return self.replay(task, group, replies)
-
-        def calls(text: str) -> list[tuple[str, str]]:
-            parsed = parse_reply(text)
-            if parsed.errors or parsed.is_final:
-                return []
-            return [call_signature(c.name, c.arguments) for c in parsed.calls]
-
-        demo = [calls(t) for t in replies]
+        demo = [reply_signatures(t) for t in replies]
         asked = "\n".join(m.content or "" for m in task.prompt if m.role == "user")  # what a call can be grounded in
-        b = branch_point([calls(t) for _, _, t in failed.replies], demo,
+        b = branch_point([reply_signatures(t) for _, _, t in failed.replies], demo,
                          movable=[bool(turn) and all(grounded(sig, asked) for sig in turn) for turn in demo])
         if b.keep == 0 and b.resume == tuple(range(len(replies))):
             return self.replay(task, group, replies)
@@ -314,7 +306,8 @@ class EnvironmentCollector:
                 loss_mask=e.loss_mask, logprobs=e.logprobs, truncated=e.cut,
                 text=traj.messages[-1].content if traj.messages else "", result=r,
                 extras={"turns": traj.turns, "stopped": traj.stopped, "demonstration": e.demonstration,
-                        "kept_turns": e.branch.keep if e.branch else 0, "corrective": e.branch is not None},
+                        "kept_turns": e.branch.keep if e.branch else 0, "corrective": e.branch is not None,
+                        "calls": [reply_signatures(m.content or "") for m in traj.messages if m.role == "assistant"]},
             ))
         return samples
 

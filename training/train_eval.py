@@ -76,11 +76,13 @@ def greedy_pass_at_1(
 
 
 def _episode(tok: Any, smp: Any) -> dict[str, Any]:
-    """One greedy episode as text: what the verifier said, and the tool the first reply called (None: no call)."""
+    """One greedy episode as text: what the verifier said, the tool the first reply called (None: no call), and
+    each reply's calls as signatures (training.branch; what data.focus.mistake_from_turn compares)."""
     from rewards.environments.toolcalls import parse_reply
 
     mask = smp.loss_mask
     first_len = mask.index(0) if 0 in mask else len(mask)  # the first reply ends where the first tool result starts
     calls = parse_reply(tok.decode(smp.completion_ids[:first_len], skip_special_tokens=True)).calls
     return {"task_id": smp.task_id, "passed": bool(passed(smp.result)), "reason": smp.result.reason,
-            "first_call": calls[0].name if calls else None, "text": tok.decode(smp.completion_ids)}
+            "first_call": calls[0].name if calls else None, "text": tok.decode(smp.completion_ids),
+            "calls": smp.extras.get("calls", [])}
