@@ -87,6 +87,15 @@ class FocusSection(_Strict):
     # at most this many eval-split tasks of each group, the first in file order (None: all of them); per group, so
     # that every group is measured however the split is ordered, at a cost that grows with the number of groups
     probe_per_group: int | None = Field(None, ge=1)
+    # where the failures start: with k >= 1, a group at or below max_pass_rate is trained only when every failed probe
+    # episode of it made its first k replies right -- each reply's calls among the task's ground_truth_calls, in any
+    # order -- so its first mistake comes after k correct turns (0: every group at or below the bar, as before).
+    # Why: on learn_workplace the focused groups' mistakes were first calls (sessions 20-29), and correcting a first
+    # call moved the shared opening of every template of the domain (85 -> 61..70 of 265 test tasks). A mistake made
+    # after a correct call is conditioned on a tool result the other templates do not see. Needs rollout.environment
+    # and probe tasks with ground_truth_calls. Measured on learn_workplace (session 30) it did not help: k 1, 80 -> 74
+    # of 265 (level); k 2, 80 -> 62 -- the corrected tool name spread to the first call all the same
+    mistake_from_turn: int = Field(0, ge=0)
     # the retain anchor (training/retain.py): each step, the demonstrations of `retain_per_step` training tasks from
     # the groups *above* max_pass_rate -- the kinds the starting policy already solves -- are replayed and verified,
     # and retain_coef x the token-mean NLL of their tokens the policy gives less than `retain_below` probability is
@@ -96,14 +105,6 @@ class FocusSection(_Strict):
     # learn_workplace (session 28): it did not help there -- 85 -> 67 of 265 test tasks against the same stage's 85 ->
     # 70 without it; the first call moved on other tasks all the same (benchmarks/results/learn_workplace.json)
     retain_per_step: int = Field(0, ge=0)
-    # where the failures start: with k >= 1, a group at or below max_pass_rate is trained only when every failed probe
-    # episode of it made its first k replies right -- each reply's calls among the task's ground_truth_calls, in any
-    # order -- so its first mistake comes after k correct turns (0: every group at or below the bar, as before).
-    # Why: on learn_workplace the focused groups' mistakes were first calls (sessions 20-29), and correcting a first
-    # call moved the shared opening of every template of the domain (85 -> 61..70 of 265 test tasks). A mistake made
-    # after a correct call is conditioned on a tool result the other templates do not see. Needs rollout.environment
-    # and probe tasks with ground_truth_calls.
-    mistake_from_turn: int = Field(0, ge=0)
     # where the anchor's tasks come from: "solved", the groups above max_pass_rate; "all", every training task with a
     # demonstration -- the focused groups' own too, whose passes a focused update can break as well (learn_workplace
     # session 28: most of the solved-kinds anchor's split losses were in focused templates and held-out ones)

@@ -33,3 +33,28 @@ def test_a_large_paired_gain_is_significant():
 
 def test_no_pairing_without_both_stages_recorded():
     assert paired_stages(IDS, {"sft": IDS[:10]}, "sft", "sft_grpo") is None
+
+
+def test_the_whole_split_chart_reads_every_recorded_stage_and_refuses_one_without_its_pairing(tmp_path):
+    """plot_full_split.py on the committed JSON: one row per `*_on_full_test_split` section, with the passes and the
+    paired interval it recorded, drawn to a real PNG; a section missing its pairing is named, not drawn wrong."""
+    import json
+
+    import pytest
+
+    from plot_full_split import RESULT, plot, split_stages
+
+    out = json.loads(RESULT.read_text())
+    rows = split_stages(out)
+    keys = [k for k in out if k.endswith("_on_full_test_split")]
+    assert [r["label"] + "_on_full_test_split" for r in rows] == keys and len(rows) >= 10
+    for r, k in zip(rows, keys):
+        sec = out[k]
+        assert (r["before"], r["after"]) == (sec["passed"]["before"], sec["passed"]["after"])
+        assert r["ci"][0] <= r["delta"] <= r["ci"][1]
+        assert r["after"] - r["before"] == r["gained"] - r["lost"]
+    png = plot(rows, tmp_path / "split.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    broken = {**out, "x_on_full_test_split": {"passed": {"before": 1, "after": 2}, "n": 3}}
+    with pytest.raises(ValueError, match="x_on_full_test_split has no paired comparison"):
+        split_stages(broken)
