@@ -107,3 +107,23 @@ def test_the_right_tool_with_wrong_arguments_resumes_with_that_tools_turn_when_i
     assert branch_point([[other], []], DEMO) == Branch(0, (0, 1, 2, 3))  # without `movable`: its order
     wrong = call_signature("email_forward_email", {"email_id": "00000001", "recipient": "bob"})
     assert branch_point([[SEARCH], [wrong], []], DEMO, movable) == Branch(1, (0, 2, 3))
+
+
+def test_the_first_mistake_is_placed_and_told_apart_by_what_the_reply_got_wrong():
+    """After a right lookup, a search with other words is the right tool with other arguments; a write with a
+    guessed address is a tool the remaining ground truth does use (the order is the mistake, still no new tool);
+    a directory lookup the task never needs is a wrong tool; an answer before the work is done is an answer."""
+    from training.branch import first_mistake
+
+    truth = [LOOKUP, SEARCH, SEND]
+    other = call_signature("email_search_emails", {"query": "bob"})
+    m = first_mistake([[LOOKUP], [other], []], truth)
+    assert (m.turn, m.kind, m.tools) == (1, "arguments", ("email_search_emails",))
+    assert m.left == ("email_forward_email", "email_search_emails")
+    stray = call_signature("calendar_search_events", {"query": "bob"})
+    assert first_mistake([[stray]], truth).kind == "tool" and first_mistake([[stray]], truth).turn == 0
+    assert first_mistake([[LOOKUP], [SEARCH], []], truth) == first_mistake([[SEARCH], [LOOKUP], []], truth)
+    assert first_mistake([[LOOKUP], [SEARCH], []], truth).kind == "answer"
+    assert first_mistake([[LOOKUP], [LOOKUP]], truth).kind == "tool"  # a repeat no remaining call needs
+    guessed = call_signature("email_forward_email", {"email_id": "00000001", "recipient": "bob"})
+    assert first_mistake([[LOOKUP], [guessed]], truth).kind == "arguments"  # before the search: order and arguments

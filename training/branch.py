@@ -76,6 +76,33 @@ def leading_turns(episode: Sequence[Sequence[Signature]], truth: Sequence[Signat
     return keep
 
 
+@dataclass(frozen=True)
+class FirstMistake:
+    """Where and how a failed episode first left its task's ground truth: `turn` right replies came first; `kind` is
+    "answer" (it answered or wrote a malformed reply there), "arguments" (every tool that reply called is one a
+    ground-truth call not yet made uses: the right tools, other arguments or order) or "tool" (a tool no remaining
+    ground-truth call uses); `tools` are that reply's tools and `left` the tools the remaining ground truth uses."""
+
+    turn: int
+    kind: str
+    tools: tuple[str, ...]
+    left: tuple[str, ...]
+
+
+def first_mistake(episode: Sequence[Sequence[Signature]], truth: Sequence[Signature]) -> FirstMistake:
+    """`leading_turns`, and what the next reply did wrong. Why the kind matters: a correction of a *tool* choice
+    trains a tool-name token, and on learn_workplace such a token spread to the first call of other templates
+    wherever in the episode it was taught (session 30); a correction inside the arguments of the right tool trains
+    no tool name."""
+    turn = leading_turns(episode, truth)
+    left = Counter(truth) - Counter(sig for reply in episode[:turn] for sig in reply)
+    left_tools = tuple(sorted({name for name, _ in left}))
+    reply = episode[turn] if turn < len(episode) else []
+    tools = tuple(name for name, _ in reply)
+    kind = "answer" if not reply else "arguments" if all(t in left_tools for t in tools) else "tool"
+    return FirstMistake(turn, kind, tools, left_tools)
+
+
 def branch_point(episode: Sequence[Sequence[Signature]], demonstration: Sequence[Sequence[Signature]],
                  movable: Sequence[bool] | None = None) -> Branch:
     """Where `episode` (its turns' calls; a turn without calls -- an answer, a malformed reply -- is empty) first
