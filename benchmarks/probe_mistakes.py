@@ -38,8 +38,7 @@ def main() -> None:
 
     from generators.task_io import atomic_write_bytes, read_tasks
     from greedy_episode_diff import eval_config
-    from training.branch import call_signature, first_mistake
-    from training.focus import probe_sample
+    from training.focus import episode_mistake, probe_sample
     from training.model import configure_threads, load_model
     from training.train_eval import greedy_pass_at_1
 
@@ -56,15 +55,15 @@ def main() -> None:
         if e["passed"]:
             continue
         task = by_id[e["task_id"]]
-        truth = [call_signature(c.name, c.arguments) for c in task.ground_truth_calls or []]
-        m = first_mistake([[tuple(sig) for sig in turn] for turn in e["calls"]], truth)
+        m = episode_mistake(task, e)
         rows.append({"task_id": task.id, "template": task.metadata["template"], "turn": m.turn, "kind": m.kind,
                      "tools": list(m.tools), "ground_truth_tools_left": list(m.left), "reason": e["reason"]})
     templates: dict[str, dict] = {}
+    passed = set(r["passed_ids"])
     for t in probe:
         g = templates.setdefault(t.metadata["template"], {"tasks": 0, "passed": 0, "mistakes": []})
         g["tasks"] += 1
-        g["passed"] += t.id in set(r["passed_ids"])
+        g["passed"] += t.id in passed
     for row in rows:
         templates[row["template"]]["mistakes"].append(f"{row['kind']}@{row['turn']}")
     out = {"benchmark": "probe_mistakes", "command": " ".join([".venv/bin/python", *sys.argv]), "model": a.model,

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from schemas.task import TaskRow
 from schemas.train_config import FocusSection
+from training.branch import FirstMistake, call_signature, first_mistake
 
 FOCUS_FILE = "focus.json"
 
@@ -91,26 +92,23 @@ def probe_sample(tasks: Sequence[TaskRow], by: str, per_group: int | None) -> li
     return out
 
 
-def mistake_turns(probe: Sequence[TaskRow], episodes: Sequence[dict[str, Any]]) -> dict[str, int]:
-    """Failed probe task id -> how many of its episode's first replies were right (`training.branch.leading_turns`
-    against the task's ground_truth_calls): the turn of its first mistake. `episodes` are
-    `greedy_pass_at_1(..., keep_episodes=True)`'s. A failed task without ground_truth_calls cannot be placed: the
+def episode_mistake(task: TaskRow, episode: dict[str, Any]) -> FirstMistake:
+    """Where and how a failed probe episode (`greedy_pass_at_1(..., keep_episodes=True)`'s) first left `task`'s
+    ground_truth_calls (`training.branch.first_mistake`). A task without ground_truth_calls cannot be placed: the
     error names it rather than guessing."""
-    from training.branch import call_signature, leading_turns
+    if not task.ground_truth_calls:
+        raise ValueError(f"data.focus.mistake_from_turn: probe task {task.id} has no ground_truth_calls to place "
+                         "its first mistake against: give the eval split's tasks ground_truth_calls, or set "
+                         "data.focus.mistake_from_turn to 0")
+    truth = [call_signature(c.name, c.arguments) for c in task.ground_truth_calls]
+    return first_mistake([[tuple(sig) for sig in turn] for turn in episode["calls"]], truth)
 
+
+def mistake_turns(probe: Sequence[TaskRow], episodes: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Failed probe task id -> how many of its episode's first replies were right: the turn of its first mistake
+    (`episode_mistake`)."""
     by_id = {t.id: t for t in probe}
-    out = {}
-    for e in episodes:
-        if e["passed"]:
-            continue
-        task = by_id[e["task_id"]]
-        if not task.ground_truth_calls:
-            raise ValueError(f"data.focus.mistake_from_turn: probe task {task.id} has no ground_truth_calls to place "
-                             "its first mistake against: give the eval split's tasks ground_truth_calls, or set "
-                             "data.focus.mistake_from_turn to 0")
-        truth = [call_signature(c.name, c.arguments) for c in task.ground_truth_calls]
-        out[task.id] = leading_turns([[tuple(sig) for sig in turn] for turn in e["calls"]], truth)
-    return out
+    return {e["task_id"]: episode_mistake(by_id[e["task_id"]], e).turn for e in episodes if not e["passed"]}
 
 
 def probe_groups(probe: Sequence[TaskRow], passed_ids: Iterable[str], by: str,
