@@ -156,6 +156,9 @@ def _grpo_setup(a: argparse.Namespace) -> str:
     if a.grpo_divergence:
         forks += (", trained only on the first token where each failed episode parts from a passed one of its group "
                   "(loss.divergence_tokens)")
+        if a.grpo_divergence_within == "arguments":
+            forks += (", and only where the two part inside the arguments of the same tool's call "
+                      "(loss.divergence_within: arguments)")
     zvp = _grpo_zero_variance(a)
     zvp_text = (f", zero-variance groups trained (RL-ZVP, alpha {zvp['alpha']:g}, negative alpha "
                 f"{zvp['negative_alpha']:g})" if zvp else "")
@@ -186,6 +189,10 @@ def _grpo_setup(a: argparse.Namespace) -> str:
     if a.grpo_focus_mistake_from and a.grpo_focus_max_pass is not None:
         focus += (f", and only those whose failed probe episodes all made their first {a.grpo_focus_mistake_from} "
                   "replies right (the calls among the task's ground-truth calls; data.focus.mistake_from_turn)")
+    if a.grpo_focus_mistake_kind != "any" and a.grpo_focus_max_pass is not None:
+        focus += (", and only those whose failed probe episodes all first went wrong inside a call's "
+                  f"{a.grpo_focus_mistake_kind} (the tools the remaining ground-truth calls use; "
+                  "data.focus.mistake_kind)")
     if a.grpo_retain and a.grpo_focus_max_pass is not None:
         where = "the templates above that bar" if a.grpo_retain_from == "solved" else "every template"
         focus += (f"; every step also {a.grpo_retain} verified demonstrations of {where}, "
@@ -206,7 +213,8 @@ def _grpo_record(a: argparse.Namespace) -> dict:
             "grpo_sft_coef": a.grpo_sft_coef, "grpo_policy_coef": a.grpo_policy_coef, "seed": a.seed,
             "grpo_sft_moments": a.grpo_sft_moments, "grpo_eval_tasks": a.grpo_eval_tasks,
             "grpo_scheduler": a.grpo_scheduler, "grpo_beta": a.grpo_beta, "grpo_focus": _grpo_focus(a),
-            "grpo_divergence": a.grpo_divergence, "grpo_branch": a.grpo_branch}
+            "grpo_divergence": a.grpo_divergence, "grpo_branch": a.grpo_branch,
+            "grpo_divergence_within": a.grpo_divergence_within}
 
 
 # what a setup recorded before a key existed meant (the GRPO stage's settings of the sessions before it)
@@ -214,7 +222,7 @@ _SETUP_DEFAULTS = {"negative_advantage_weight": 1.0, "grpo_temperature": 1.0, "g
                    "grpo_momentum": 0.0, "grpo_guidance": False, "grpo_group": 4, "grpo_sft_coef": 0.0,
                    "grpo_policy_coef": 1.0, "seed": 0, "grpo_sft_moments": "none", "grpo_eval_tasks": 0,
                    "grpo_scheduler": "constant", "grpo_beta": 0.0, "grpo_focus": None, "grpo_divergence": False,
-                   "grpo_branch": "start"}
+                   "grpo_branch": "start", "grpo_divergence_within": "anywhere"}
 
 
 def _attempt_settings(setup: dict, a: argparse.Namespace) -> dict:
@@ -235,6 +243,8 @@ def _grpo_focus(a: argparse.Namespace) -> dict | None:
                      retain_from=a.grpo_retain_from)
     if a.grpo_focus_mistake_from:
         focus["mistake_from_turn"] = a.grpo_focus_mistake_from
+    if a.grpo_focus_mistake_kind != "any":
+        focus["mistake_kind"] = a.grpo_focus_mistake_kind
     return focus
 
 
@@ -273,6 +283,7 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
         "loss": {"type": a.grpo_loss, "negative_advantage_weight": a.grpo_negative_weight,
                  "top_entropy_fraction": a.grpo_top_entropy, "zero_variance_alpha": a.grpo_zvp_alpha,
                  "divergence_tokens": a.grpo_divergence and grpo_stage,
+                 "divergence_within": a.grpo_divergence_within if a.grpo_divergence and grpo_stage else "anywhere",
                  "zero_variance_negative_alpha": a.grpo_zvp_negative_alpha,
                  "policy_coef": a.grpo_policy_coef if grpo_stage else 1.0,
                  "beta": a.grpo_beta if grpo_stage else 0.0},
@@ -367,7 +378,7 @@ def grpo(cfg: Any, init_from: str, deadline: float, eval_s: float) -> tuple[Any,
     keep = ("step", "reward_mean", "pass_rate", "groups_kept", "groups_sampled", "zero_variance_frac", "ds_rounds",
             "step_time_s", "completion_len_mean", "tokens_per_s", "demo_pass_rate", "sft_nll", "grad_norm",
             "eval_pass_at_1", "eval_time_s", "divergence_tokens", "entropy", "retain_demos", "retain_tokens",
-            "retain_nll", "guided_from_mistake")
+            "retain_nll", "guided_from_mistake", "divergence_pairs", "divergence_pairs_kept")
     return trainer, [{k: m.get(k) for k in keep if k in m} for m in metrics]
 
 
@@ -653,6 +664,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--grpo-divergence", action="store_true", help="loss.divergence_tokens: train only on the first "
                     "token where each failed episode parts from a passed one of its group (the demonstration, with "
                     "--grpo-guidance), on both sides")
+    ap.add_argument("--grpo-divergence-within", choices=["anywhere", "arguments"], default="anywhere",
+                    help="loss.divergence_within (with --grpo-divergence): 'arguments' trains only the pairs whose "
+                    "members part inside the arguments of the same tool's call, so no tool-name token is trained")
     ap.add_argument("--grpo-zvp-alpha", type=float, default=None, help="loss.zero_variance_alpha (RL-ZVP): train on "
                     "the zero-variance groups too, all-pass ones with +alpha x token entropy")
     ap.add_argument("--grpo-zvp-negative-alpha", type=float, default=None, help="loss.zero_variance_negative_alpha: "
@@ -677,6 +691,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="data.focus.mistake_from_turn (with --grpo-focus-max-pass): of the templates at or below the "
                     "bar, train only those whose failed probe episodes all made their first N replies right, so the "
                     "mistake trained comes after a correct tool call (0: every template at or below the bar)")
+    ap.add_argument("--grpo-focus-mistake-kind", choices=["any", "arguments"], default="any",
+                    help="data.focus.mistake_kind (with --grpo-focus-max-pass): 'arguments' trains only the templates "
+                    "whose failed probe episodes all first called the right tools with other arguments")
     ap.add_argument("--grpo-retain", type=int, default=0,
                     help="data.focus.retain_per_step (with --grpo-focus-max-pass and --grpo-guidance): every step also "
                     "replays N demonstrations of the templates above the focus bar and trains the NLL of their tokens "
@@ -737,6 +754,11 @@ def main() -> None:
     if a.grpo_retain and (a.grpo_focus_max_pass is None or not a.grpo_guidance):
         ap.error("--grpo-retain anchors the demonstrations (--grpo-guidance) of the templates above the focus bar "
                  "(--grpo-focus-max-pass): add both")
+    if a.grpo_divergence_within != "anywhere" and not a.grpo_divergence:
+        ap.error("--grpo-divergence-within narrows the tokens that --grpo-divergence trains: add --grpo-divergence")
+    if a.grpo_focus_mistake_kind != "any" and a.grpo_focus_max_pass is None:
+        ap.error("--grpo-focus-mistake-kind narrows the templates that --grpo-focus-max-pass chooses: add "
+                 "--grpo-focus-max-pass")
     if a.grpo_focus_mistake_from and a.grpo_focus_max_pass is None:
         ap.error("--grpo-focus-mistake-from narrows the templates that --grpo-focus-max-pass chooses: add "
                  "--grpo-focus-max-pass")

@@ -96,6 +96,12 @@ class FocusSection(_Strict):
     # and probe tasks with ground_truth_calls. Measured on learn_workplace (session 30) it did not help: k 1, 80 -> 74
     # of 265 (level); k 2, 80 -> 62 -- the corrected tool name spread to the first call all the same
     mistake_from_turn: int = Field(0, ge=0)
+    # what the failures got wrong: "arguments" trains a group at or below max_pass_rate only when every failed probe
+    # episode's first mistake called tools the remaining ground_truth_calls use, with other arguments (or in another
+    # order) -- not another tool, not an early answer (training.branch.first_mistake); "any": every such group.
+    # Why: with loss.divergence_within: arguments only those groups' pairs are trained, so a stage spends its
+    # rollouts on them. Needs rollout.environment and probe tasks with ground_truth_calls, as mistake_from_turn does
+    mistake_kind: Literal["any", "arguments"] = "any"
     # the retain anchor (training/retain.py): each step, the demonstrations of `retain_per_step` training tasks from
     # the groups *above* max_pass_rate -- the kinds the starting policy already solves -- are replayed and verified,
     # and retain_coef x the token-mean NLL of their tokens the policy gives less than `retain_below` probability is
@@ -211,6 +217,12 @@ class LossSection(_Strict):
     # train only on the first token where each failed episode parts from a passed one of its group, on both sides
     # (the decision the verifier's verdict is about), token-mean over those tokens; see training.divergence
     divergence_tokens: bool = False
+    # with divergence_tokens: "arguments" trains a pair only where its members part inside the arguments of a call
+    # both opened with the same tool name (the failed episode's shared prefix ends after `"arguments":` of an open
+    # <tool_call>), so no tool-name token is trained; a pair parting at a tool name, between calls or in an answer
+    # is dropped (logged as divergence_pairs / divergence_pairs_kept). Why: session 30 measured that a corrected
+    # tool-name token spreads to other templates' first call wherever it is taught. See training.divergence
+    divergence_within: Literal["anywhere", "arguments"] = "anywhere"
     # RL-ZVP: zero-variance groups are trained on instead of dropped, all-pass ones with +alpha * entropy per token,
     # all-fail ones with -negative_alpha * (max entropy - entropy); None keeps GRPO's zero advantage (and DAPO drops
     # them). negative_alpha defaults to alpha; 0 trains on the all-pass groups only.
@@ -395,6 +407,9 @@ class TrainConfig(_Strict):
         if self.loss.divergence_tokens and self.loss.top_entropy_fraction is not None:
             problems.append("loss.divergence_tokens and loss.top_entropy_fraction both choose the tokens trained on: "
                             "set one of them")
+        if self.loss.divergence_within != "anywhere" and not self.loss.divergence_tokens:
+            problems.append(f"loss.divergence_within: {self.loss.divergence_within} narrows loss.divergence_tokens, "
+                            "which is off: set loss.divergence_tokens: true or unset loss.divergence_within")
         if self.loss.divergence_tokens and self.loss.zero_variance_alpha is not None:
             problems.append("loss.divergence_tokens trains where a failed and a passed episode part, which a "
                             "zero-variance group (RL-ZVP, loss.zero_variance_alpha) has not: unset one of them")
@@ -412,6 +427,10 @@ class TrainConfig(_Strict):
         if focus is not None and focus.retain_per_step and not self.guidance.demonstrations:
             problems.append(f"data.focus.retain_per_step {focus.retain_per_step} anchors verified "
                             "demonstrations: set guidance.demonstrations, or set data.focus.retain_per_step to 0")
+        if focus is not None and focus.mistake_kind != "any" and not self.rollout.environment:
+            problems.append(f"data.focus.mistake_kind {focus.mistake_kind} compares the probe's tool calls with the "
+                            "tasks' ground_truth_calls, which needs rollout.environment: set rollout.environment, or "
+                            "set data.focus.mistake_kind to any")
         if focus is not None and focus.mistake_from_turn and not self.rollout.environment:
             problems.append(f"data.focus.mistake_from_turn {focus.mistake_from_turn} compares the probe's tool calls "
                             "with the tasks' ground_truth_calls, which needs rollout.environment (a single reply makes "

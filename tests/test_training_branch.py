@@ -86,6 +86,56 @@ def test_the_corrective_member_shares_the_failed_episodes_turns_and_passes(workp
     assert trained.endswith("".join(r + "<|im_end|>" for r in demos[task.id][1:]))
 
 
+@pytest.mark.parametrize("mistake", ["arguments", "tool"])
+def test_only_a_pair_parting_inside_the_same_tools_arguments_is_trained_within_arguments(workplace, mistake):
+    """loss.divergence_within: arguments, through the real environment, verifier and tokenizer: the policy makes the
+    demonstration's first call, then its second call's tool with another argument value (the pair parts inside the
+    arguments: trained, and the marked token is the value's) -- or another tool (the pair parts at the tool name:
+    dropped, nothing trained)."""
+    import json
+
+    from rewards.environments.toolcalls import parse_reply
+    from training.config_io import parse_train_config
+    from training.divergence import ArgumentsOnly, divergence_masks
+    from training.model import load_tokenizer
+    from training.multiturn import EnvironmentCollector
+
+    tok = load_tokenizer("default")
+    tok.padding_side = "left"
+    task, demos = _multi_call_task(workplace)
+    first, second = demos[task.id][0], demos[task.id][1]
+    call = parse_reply(second).calls[0]
+    if mistake == "arguments":
+        key, value = next((k, v) for k, v in call.arguments.items() if isinstance(v, str))
+        wrong = second.replace(json.dumps(value), json.dumps("zzz-nothing"), 1)
+        assert wrong != second, (key, second)
+    else:
+        other = "email_search_emails" if call.name != "email_search_emails" else "calendar_search_events"
+        wrong = f'<tool_call>{{"name": "{other}", "arguments": {{"query": "zzz-nothing"}}}}</tool_call>'
+    cfg = parse_train_config({
+        "data": {"path": str(workplace)}, "reward": {"function": "env:binary", "allow_unaudited": True},
+        "rollout": {"environment": "workplace", "max_turns": 6, "max_new_tokens": 96, "max_total_tokens": 4096,
+                    "num_generations": 2, "temperature": 0.0},
+        "guidance": {"demonstrations": str(workplace / "demonstrations.jsonl"), "branch": "first_mistake"},
+    })
+    policy = ScriptedLM(tok, [first, wrong, FINAL])
+    failed, guided = EnvironmentCollector(cfg, policy, tok, None, demonstrations=demos)(
+        [task], 2, SamplingParams(max_new_tokens=96, temperature=0.0))
+    assert failed.result.passed is False and guided.result.passed is True, guided.result.reason
+    keep = ArgumentsOnly(tok.decode)
+    rows = [failed, guided]
+    masks = divergence_masks([r.completion_ids for r in rows], [r.loss_mask for r in rows], [False, True], 2,
+                             keep=keep)
+    assert (keep.pairs, keep.kept) == (1, int(mistake == "arguments"))
+    if mistake == "tool":
+        assert masks == [[0] * len(failed.completion_ids), [0] * len(guided.completion_ids)]
+        return
+    cut = first_divergence(failed.completion_ids, guided.completion_ids)
+    assert [i for i, m in enumerate(masks[0]) if m] == [i for i, m in enumerate(masks[1]) if m] == [cut]
+    assert "zzz" in tok.decode(failed.completion_ids[cut:cut + 3])
+    assert tok.decode(guided.completion_ids[cut:cut + 3]) in json.dumps(value)
+
+
 def test_first_mistake_without_an_environment_is_refused():
     from training.config_io import ConfigError, parse_train_config
 

@@ -53,6 +53,45 @@ def test_divergence_masks_refuse_rows_that_do_not_form_whole_groups():
         divergence_masks([[1], [2], [3]], [[1], [1], [1]], [True, False, True], 2)
 
 
+def test_a_reply_prefix_is_inside_arguments_only_after_the_whole_name_of_an_open_call():
+    from training.divergence import inside_call_arguments, reply_start
+
+    call = '<tool_call>{"name": "email_search_emails", "arguments": {"query": "'
+    assert inside_call_arguments(call) and inside_call_arguments('<tool_call>\n{"name":"x","arguments":')
+    assert inside_call_arguments('<tool_call>{"name": "a", "arguments": {}}</tool_call>\n' + call)  # second call
+    assert not inside_call_arguments('<tool_call>{"name": "email_se')  # the tool name itself
+    assert not inside_call_arguments('<tool_call>{"name": "email_search_emails", ')
+    assert not inside_call_arguments('<tool_call>{"name": "a", "arguments": {}}</tool_call>\n')  # between calls
+    assert not inside_call_arguments('<tool_call>{"arguments": {"query": ')  # no name written before them
+    assert not inside_call_arguments("The meeting is at noon")  # an answer
+    assert reply_start([0, 0, 1, 1, 0, 1, 1, 1], 7) == 5 and reply_start([1, 1, 1], 2) == 0
+
+
+def test_divergence_masks_keep_only_the_pairs_their_filter_accepts():
+    from training.divergence import divergence_masks
+
+    completions = [[1, 2, 3], [1, 2, 4], [7, 8], [9, 8]]
+    masks = [[1] * 3, [1] * 3, [1] * 2, [1] * 2]
+    seen = []
+
+    def keep(completion, loss_mask, i):
+        seen.append((tuple(completion), i))
+        return i > 0  # a pair parting at the very first token is dropped
+
+    out = divergence_masks(completions, masks, [False, True, False, True], 2, keep=keep)
+    assert out == [[0, 0, 1], [0, 0, 1], [0, 0], [0, 0]]
+    assert seen == [((1, 2, 3), 2), ((7, 8), 0)]  # called with the failed row of each pair
+
+
+def test_divergence_within_arguments_needs_divergence_tokens(tmp_path):
+    from training.config_io import ConfigError, load_train_config
+
+    with pytest.raises(ConfigError, match="set loss.divergence_tokens: true or unset loss.divergence_within"):
+        load_train_config(_tiny_yaml(tmp_path, loss__divergence_within="arguments"))
+    cfg = load_train_config(_tiny_yaml(tmp_path, loss__divergence_tokens=True, loss__divergence_within="arguments"))
+    assert cfg.loss.divergence_within == "arguments"
+
+
 def test_divergence_tokens_with_another_token_choice_is_refused(tmp_path):
     from training.config_io import ConfigError, load_train_config
 
@@ -82,7 +121,7 @@ def test_one_update_on_divergence_tokens_moves_each_decision_and_trains_nothing_
     samples = trainer.collect(trainer._draw(2), 4, SamplingParams(max_new_tokens=16, temperature=1.0, seed=1))
     for i, s in enumerate(samples):
         s.passed, s.score = i % 4 == 0, float(i % 4 == 0)
-    trained = trainer._trained_tokens(samples)
+    trained, _ = trainer._trained_tokens(samples)
     marked = [sum(s.loss_mask) for s in trained]
     assert all(m >= 1 for m in marked) and sum(marked) < sum(len(s.completion_ids) for s in samples) / 4
     batch = pack(trained, trainer.tok.pad_token_id)
@@ -95,7 +134,7 @@ def test_one_update_on_divergence_tokens_moves_each_decision_and_trains_nothing_
 
     for s in samples:
         s.passed, s.score = False, 0.0
-    none = trainer._trained_tokens(samples)
+    none, _ = trainer._trained_tokens(samples)
     assert all(sum(s.loss_mask) == 0 for s in none)
     weights = {k: v.detach().clone() for k, v in trainer.model.named_parameters() if v.requires_grad}
     trainer._update(pack(none, trainer.tok.pad_token_id), torch.zeros(len(none)))

@@ -12,6 +12,7 @@ from schemas.task import TaskRow
 from schemas.train_config import FocusSection
 from test_training_multiturn import FINAL, ScriptedLM, workplace  # noqa: F401 - the module's fixture
 from test_training_tiny import _tiny_yaml
+from training.branch import FirstMistake
 from training.focus import choose_focus, focused_tasks, probe_groups, probe_sample, read_focus
 
 
@@ -119,7 +120,8 @@ def test_mistake_from_turn_trains_only_the_groups_whose_failures_start_after_a_r
     """Two groups fail every probe task; in "late" each failed episode made one right reply first, in "early" one
     did not. With mistake_from_turn 1 only "late" is trained; without it, both (the old behaviour)."""
     probe = [_task(100 + i, tpl, "validation") for i, tpl in enumerate(["early", "early", "late", "late", "ok"])]
-    groups = probe_groups(probe, ["t104"], "template", {"t100": 0, "t101": 2, "t102": 1, "t103": 3})
+    groups = probe_groups(probe, ["t104"], "template", {f"t{100 + i}": FirstMistake(turn, "tool", (), ())
+                                                        for i, turn in enumerate([0, 2, 1, 3])})
     assert {g: p.mistake_turns for g, p in groups.items()} == {"early": [0, 2], "late": [1, 3], "ok": []}
     train = [_task(i, tpl) for i, tpl in enumerate(["early", "late", "ok", "late"])]
     choice = choose_focus(train, groups, FocusSection(max_pass_rate=0.25, mistake_from_turn=1), "sft")
@@ -131,13 +133,39 @@ def test_mistake_from_turn_trains_only_the_groups_whose_failures_start_after_a_r
         choose_focus(train, groups, FocusSection(max_pass_rate=0.25, mistake_from_turn=2), "sft")
 
 
+def test_mistake_kind_arguments_trains_only_the_groups_whose_failures_all_start_inside_a_calls_arguments():
+    """"args" fails both probe tasks with the right tools and other arguments; "mixed" once that way and once with
+    another tool; "tool" with another tool. With mistake_kind arguments only "args" is trained (and a group the
+    probe never saw is kept, as always); the choice records the kind, so a run asking for "any" probes again."""
+    kinds = {"t100": "arguments", "t101": "arguments", "t102": "arguments", "t103": "tool", "t104": "tool"}
+    probe = [_task(100 + i, tpl, "validation") for i, tpl in enumerate(["args", "args", "mixed", "mixed", "tool"])]
+    groups = probe_groups(probe, [], "template", {k: FirstMistake(0, v, (), ()) for k, v in kinds.items()})
+    assert groups["mixed"].mistake_kinds == ["arguments", "tool"]
+    train = [_task(i, tpl) for i, tpl in enumerate(["args", "mixed", "tool", "new"])]
+    focus = FocusSection(max_pass_rate=0.25, mistake_kind="arguments")
+    choice = choose_focus(train, groups, focus, "sft")
+    assert choice.trained_groups == ["args"] and choice.unprobed_groups == ["new"]
+    assert [t.id for t in focused_tasks(train, choice)] == ["t0", "t3"]
+    assert choice.matches(focus, "sft") and not choice.matches(FocusSection(max_pass_rate=0.25), "sft")
+    with pytest.raises(ValueError, match="other than in a call's arguments .* set data.focus.mistake_kind: any"):
+        choose_focus(train[1:3], groups, focus, "sft")
+
+
+def test_mistake_kind_without_an_environment_is_refused():
+    from training.config_io import ConfigError, parse_train_config
+
+    with pytest.raises(ConfigError, match="data.focus.mistake_kind arguments compares"):
+        parse_train_config({"data": {"path": "x.jsonl", "focus": {"mistake_kind": "arguments"}},
+                            "reward": {"function": "exact", "allow_unaudited": True}})
+
+
 def test_the_probe_places_each_failed_episodes_first_mistake_against_the_tasks_ground_truth(workplace):
     """Through the real workplace environment and verifier (greedy_pass_at_1, a scripted policy): an episode whose
     first reply is the demonstration's first call and whose second is a wrong search failed after one right turn;
     an episode that answers at once failed at turn 0. A task without ground_truth_calls is refused by name."""
     from test_training_branch import _multi_call_task
     from training.config_io import parse_train_config
-    from training.focus import mistake_turns
+    from training.focus import probe_mistakes
     from training.model import load_tokenizer
     from training.train_eval import greedy_pass_at_1
 
@@ -151,11 +179,12 @@ def test_the_probe_places_each_failed_episodes_first_mistake_against_the_tasks_g
                             keep_episodes=True)
     early = greedy_pass_at_1(ScriptedLM(tok, [FINAL]), tok, cfg, [task], keep_episodes=True)
     assert late["passed"] == early["passed"] == 0
-    assert mistake_turns([task], late["episodes"]) == {task.id: 1}
-    assert mistake_turns([task], early["episodes"]) == {task.id: 0}
+    assert {k: m.turn for k, m in probe_mistakes([task], late["episodes"]).items()} == {task.id: 1}
+    early_mistakes = probe_mistakes([task], early["episodes"])
+    assert {k: (m.turn, m.kind) for k, m in early_mistakes.items()} == {task.id: (0, "answer")}
     bare = task.model_copy(update={"ground_truth_calls": None})
     with pytest.raises(ValueError, match=f"probe task {task.id} has no ground_truth_calls"):
-        mistake_turns([bare], late["episodes"])
+        probe_mistakes([bare], late["episodes"])
 
 
 def test_mistake_from_turn_without_an_environment_is_refused():

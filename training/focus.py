@@ -24,11 +24,13 @@ FOCUS_FILE = "focus.json"
 
 class GroupProbe(BaseModel):
     """One group's probe result: tasks probed and how many the starting policy passed greedily; with
-    `mistake_from_turn`, also how many right replies each failed probe episode made before its first mistake."""
+    `mistake_from_turn` or `mistake_kind`, also how many right replies each failed probe episode made before its
+    first mistake, and what that mistake got wrong."""
 
     tasks: int
     passed: int
     mistake_turns: list[int] = Field(default_factory=list)  # per failed probe task, in probe order (training.branch)
+    mistake_kinds: list[str] = Field(default_factory=list)  # the same tasks' FirstMistake.kind: tool|arguments|answer
 
     @property
     def pass_rate(self) -> float:
@@ -44,6 +46,7 @@ class FocusChoice(BaseModel):
     probe_data: str = ""  # the eval split probed ("path:split"), so a changed dataset is probed again
     probe_per_group: int | None = None
     mistake_from_turn: int = 0
+    mistake_kind: str = "any"
     probe_tasks: int
     probe_passed: int
     groups: dict[str, GroupProbe]
@@ -56,9 +59,9 @@ class FocusChoice(BaseModel):
     def matches(self, focus: FocusSection, start: str, probe_data: str = "") -> bool:
         """Whether this choice answers `focus` for a run starting from `start` and probing `probe_data` (else the
         probe runs again, or a resumed run is refused)."""
-        return (self.by, self.max_pass_rate, self.probe_per_group, self.mistake_from_turn, self.start,
-                self.probe_data) == (focus.by, focus.max_pass_rate, focus.probe_per_group, focus.mistake_from_turn,
-                                     start, probe_data)
+        return (self.by, self.max_pass_rate, self.probe_per_group, self.mistake_from_turn, self.mistake_kind,
+                self.start, self.probe_data) == (focus.by, focus.max_pass_rate, focus.probe_per_group,
+                                                 focus.mistake_from_turn, focus.mistake_kind, start, probe_data)
 
 
 def describe(choice: FocusChoice) -> str:
@@ -67,6 +70,9 @@ def describe(choice: FocusChoice) -> str:
     extra = f"; never probed: {', '.join(choice.unprobed_groups)}" if choice.unprobed_groups else ""
     where = (f", whose failed probe episodes all made their first {choice.mistake_from_turn} replies right"
              if choice.mistake_from_turn else "")
+    if choice.mistake_kind != "any":
+        where += (f"{' and' if where else ', whose'} failed probe episodes all first went wrong in a call's "
+                  f"{choice.mistake_kind}")
     return (f"data.focus: {choice.training_tasks} of {choice.training_tasks_before} training tasks, the {choice.by} "
             f"groups the starting policy passed at most {choice.max_pass_rate:g} of{where} ({rates}{extra}); probe "
             f"{choice.probe_passed}/{choice.probe_tasks} eval tasks")
@@ -104,17 +110,17 @@ def episode_mistake(task: TaskRow, episode: dict[str, Any]) -> FirstMistake:
     return first_mistake([[tuple(sig) for sig in turn] for turn in episode["calls"]], truth)
 
 
-def mistake_turns(probe: Sequence[TaskRow], episodes: Sequence[dict[str, Any]]) -> dict[str, int]:
-    """Failed probe task id -> how many of its episode's first replies were right: the turn of its first mistake
-    (`episode_mistake`)."""
+def probe_mistakes(probe: Sequence[TaskRow], episodes: Sequence[dict[str, Any]]) -> dict[str, FirstMistake]:
+    """Failed probe task id -> its episode's first mistake (`episode_mistake`): how many of its first replies were
+    right, and what the next one got wrong."""
     by_id = {t.id: t for t in probe}
-    return {e["task_id"]: episode_mistake(by_id[e["task_id"]], e).turn for e in episodes if not e["passed"]}
+    return {e["task_id"]: episode_mistake(by_id[e["task_id"]], e) for e in episodes if not e["passed"]}
 
 
 def probe_groups(probe: Sequence[TaskRow], passed_ids: Iterable[str], by: str,
-                 mistakes: dict[str, int] | None = None) -> dict[str, GroupProbe]:
-    """Per-group pass counts of a greedy probe (and, given `mistakes` from `mistake_turns`, the turn of each failed
-    task's first mistake), groups in first-seen order."""
+                 mistakes: dict[str, FirstMistake] | None = None) -> dict[str, GroupProbe]:
+    """Per-group pass counts of a greedy probe (and, given `mistakes` from `probe_mistakes`, the turn and kind of
+    each failed task's first mistake), groups in first-seen order."""
     ok = set(passed_ids)
     groups: dict[str, GroupProbe] = {}
     for t in probe:
@@ -122,30 +128,37 @@ def probe_groups(probe: Sequence[TaskRow], passed_ids: Iterable[str], by: str,
         p.tasks += 1
         p.passed += t.id in ok
         if mistakes and t.id in mistakes:
-            p.mistake_turns.append(mistakes[t.id])
+            p.mistake_turns.append(mistakes[t.id].turn)
+            p.mistake_kinds.append(mistakes[t.id].kind)
     return groups
 
 
 def choose_focus(train: Sequence[TaskRow], groups: dict[str, GroupProbe], focus: FocusSection,
                  start: str, probe_data: str = "") -> FocusChoice:
     """The groups to train on: probed at or below `max_pass_rate` (with `mistake_from_turn`, only those whose failed
-    probe episodes all made that many right replies first), or never probed. When no group is left, the error says
-    so rather than training on nothing."""
+    probe episodes all made that many right replies first; with `mistake_kind`, only those whose failed probe
+    episodes all first went wrong that way), or never probed. When no group is left, the error says so rather than
+    training on nothing."""
     weak = [g for g, p in groups.items() if p.pass_rate <= focus.max_pass_rate
-            and (not focus.mistake_from_turn or min(p.mistake_turns, default=-1) >= focus.mistake_from_turn)]
+            and (not focus.mistake_from_turn or min(p.mistake_turns, default=-1) >= focus.mistake_from_turn)
+            and (focus.mistake_kind == "any" or (p.mistake_kinds and set(p.mistake_kinds) == {focus.mistake_kind}))]
     train_groups = list(dict.fromkeys(group_of(t, focus.by) for t in train))
     unprobed = [g for g in train_groups if g not in groups]
     kept = _in_groups(train, focus.by, set(weak) | set(unprobed))
     if not kept:
         where = (f" or fails some probe task within its first {focus.mistake_from_turn} replies"
                  if focus.mistake_from_turn else "")
+        if focus.mistake_kind != "any":
+            where += f" or fails some probe task other than in a call's {focus.mistake_kind}"
         raise ValueError(
             f"data.focus: the starting policy passes more than {focus.max_pass_rate:g} of the probe tasks{where} in "
             f"every {focus.by!r} group that the training tasks have ({len(groups)} groups probed), so no training "
             "task is left: raise data.focus.max_pass_rate"
-            f"{', lower data.focus.mistake_from_turn' if focus.mistake_from_turn else ''}, or unset data.focus")
+            f"{', lower data.focus.mistake_from_turn' if focus.mistake_from_turn else ''}"
+            f"{', set data.focus.mistake_kind: any' if focus.mistake_kind != 'any' else ''}, or unset data.focus")
     return FocusChoice(by=focus.by, max_pass_rate=focus.max_pass_rate, start=start,
                        probe_per_group=focus.probe_per_group, mistake_from_turn=focus.mistake_from_turn,
+                       mistake_kind=focus.mistake_kind,
                        probe_data=probe_data,
                        probe_tasks=sum(p.tasks for p in groups.values()),
                        probe_passed=sum(p.passed for p in groups.values()), groups=groups,

@@ -42,7 +42,7 @@ from training.checkpoints import (
     load_trainer_state,
     save_checkpoint,
 )
-from training.divergence import divergence_masks
+from training.divergence import ArgumentsOnly, divergence_masks
 from training.lr_schedule import scheduled_lr
 from training.losses import (
     AggregationScope,
@@ -363,7 +363,7 @@ class GRPOTrainer:
         focus = self.cfg.data.focus
         if focus is None:
             return
-        from training.focus import (FOCUS_FILE, choose_focus, focused_tasks, group_of, mistake_turns, probe_groups,
+        from training.focus import (FOCUS_FILE, choose_focus, focused_tasks, group_of, probe_groups, probe_mistakes,
                                     probe_sample, read_focus, write_focus)
 
         start, data = self._base_model(), self.cfg.data
@@ -383,10 +383,10 @@ class GRPOTrainer:
                                         f"(split {data.eval_split!r}); set data.eval_split or data.eval_path")
                 from training.train_eval import greedy_pass_at_1
 
-                r = greedy_pass_at_1(self.model, self.tok, self.cfg, probe, reward=self.reward,
-                                     keep_episodes=bool(focus.mistake_from_turn))
+                placed = bool(focus.mistake_from_turn) or focus.mistake_kind != "any"
+                r = greedy_pass_at_1(self.model, self.tok, self.cfg, probe, reward=self.reward, keep_episodes=placed)
                 try:
-                    mistakes = mistake_turns(probe, r["episodes"]) if focus.mistake_from_turn else None
+                    mistakes = probe_mistakes(probe, r["episodes"]) if placed else None
                     choice = choose_focus(self.tasks, probe_groups(probe, r["passed_ids"], focus.by, mistakes), focus,
                                           start, probed)
                 except ValueError as exc:
@@ -544,7 +544,8 @@ class GRPOTrainer:
             adv = weight_negative_advantages(adv, lc["negative_advantage_weight"])
             outcome = self._zero_variance_outcome(samples)
             zero_rows = {i for i, s in enumerate(samples) if s.truncated} if cfg.overlong.mode == "filter" else set()
-            trained = self._trained_tokens(samples)
+            trained, pair_stats = self._trained_tokens(samples)
+            record.update(pair_stats)
             if cfg.loss.divergence_tokens:
                 record["divergence_tokens"] = float(sum(sum(s.loss_mask) for s in trained))
             packed = pack(trained, self.tok.pad_token_id, zero_rows)
@@ -577,15 +578,19 @@ class GRPOTrainer:
             self.on_step(record)
         return record
 
-    def _trained_tokens(self, samples: list[Sample]) -> list[Sample]:
+    def _trained_tokens(self, samples: list[Sample]) -> tuple[list[Sample], dict[str, float]]:
         """The samples as the update sees them: with loss.divergence_tokens, each one's loss mask narrowed to the
         tokens where a failed and a passed episode of its group part (training.divergence), so the aggregation's
-        token mean runs over those decisions alone and the logged entropy is theirs."""
+        token mean runs over those decisions alone and the logged entropy is theirs; with loss.divergence_within
+        "arguments", only the pairs parting inside a call's arguments, and the pair counts for the step's record."""
         if not self.cfg.loss.divergence_tokens:
-            return samples
+            return samples, {}
+        keep = ArgumentsOnly(self.tok.decode) if self.cfg.loss.divergence_within == "arguments" else None
         masks = divergence_masks([s.completion_ids for s in samples], [s.loss_mask for s in samples],
-                                 [s.passed for s in samples], self.cfg.rollout.num_generations)
-        return [replace(s, loss_mask=m) for s, m in zip(samples, masks)]
+                                 [s.passed for s in samples], self.cfg.rollout.num_generations, keep=keep)
+        stats = {} if keep is None else {"divergence_pairs": float(keep.pairs),
+                                         "divergence_pairs_kept": float(keep.kept)}
+        return [replace(s, loss_mask=m) for s, m in zip(samples, masks)], stats
 
     def _eval_due(self) -> bool:
         """Whether the step just taken is an `eval_every` step (the same answer on every rank)."""
@@ -610,7 +615,7 @@ class GRPOTrainer:
         keys = [k for k, v in record.items() if isinstance(v, (int, float)) and k not in ("step", "cursor")]
         vals = self.dist.sum([float(record[k]) for k in keys])
         summed = ("groups_sampled", "groups_kept", "tokens", "reward_errors", "divergence_tokens", "retain_demos",
-                  "retain_tokens", "guided_from_mistake")  # counts, not means
+                  "retain_tokens", "guided_from_mistake", "divergence_pairs", "divergence_pairs_kept")  # counts
         for k, v in zip(keys, vals):
             record[k] = v if k in summed else v / self.dist.world
         return record
