@@ -100,7 +100,8 @@ class FocusSection(_Strict):
     # episode's first mistake called tools the remaining ground_truth_calls use, with other arguments (or in another
     # order) -- not another tool, not an early answer (training.branch.first_mistake); "any": every such group.
     # Why: with loss.divergence_within: arguments only those groups' pairs are trained, so a stage spends its
-    # rollouts on them. Needs rollout.environment and probe tasks with ground_truth_calls, as mistake_from_turn does
+    # rollouts on them. Needs rollout.environment and probe tasks with ground_truth_calls, as mistake_from_turn does.
+    # On learn_workplace it kept 6 of the 13 focused templates (session 31; result under loss.divergence_within)
     mistake_kind: Literal["any", "arguments"] = "any"
     # the retain anchor (training/retain.py): each step, the demonstrations of `retain_per_step` training tasks from
     # the groups *above* max_pass_rate -- the kinds the starting policy already solves -- are replayed and verified,
@@ -221,7 +222,11 @@ class LossSection(_Strict):
     # both opened with the same tool name (the failed episode's shared prefix ends after `"arguments":` of an open
     # <tool_call>), so no tool-name token is trained; a pair parting at a tool name, between calls or in an answer
     # is dropped (logged as divergence_pairs / divergence_pairs_kept). Why: session 30 measured that a corrected
-    # tool-name token spreads to other templates' first call wherever it is taught. See training.divergence
+    # tool-name token spreads to other templates' first call wherever it is taught. See training.divergence.
+    # Measured on learn_workplace (session 31, with data.focus.mistake_kind: arguments and guidance.branch
+    # first_mistake): 1-6 of 8 pairs a step kept; 80 -> 73 of 265 test tasks (level), and 80 -> 72 with negative
+    # advantages x0 -- the first call of project-management tasks still moved (18 and 15 tasks), and most losses were
+    # in templates never trained (step limits, malformed JSON): the drift is not carried by tool-name tokens alone
     divergence_within: Literal["anywhere", "arguments"] = "anywhere"
     # RL-ZVP: zero-variance groups are trained on instead of dropped, all-pass ones with +alpha * entropy per token,
     # all-fail ones with -negative_alpha * (max entropy - entropy); None keeps GRPO's zero advantage (and DAPO drops
