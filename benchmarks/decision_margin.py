@@ -9,7 +9,11 @@ the final answer, whose wording the verifier does not read) it records whether t
 demonstration's token, and where it is not, the margin: log p(argmax) - log p(demonstration token). A greedy episode
 makes the demonstration's calls exactly when no decision token deviates, so the first deviation is the decision a
 training stage must flip (or an equally valid alternative path), and its margin is how far the stage has to move
-it. Why: pass@1 on 48 tasks says only whether decisions flipped; this says by how much a stage moved them toward
+it; where the argmax *is* the demonstration's token, its lead over the runner-up (log p(token) - log p(second)), and
+per task the closest call of a model that follows the demonstration (its smallest lead). With `--diffs`
+(greedy_episode_diff results of stages from the first model), the closest calls of the tasks a stage lost are set
+against those of the tasks it kept: whether a stage's losses are the decisions the first model made by a small
+margin. Why: pass@1 on 48 tasks says only whether decisions flipped; this says by how much a stage moved them toward
 flipping (a stage can move every failed task's deciding token by 0.1 nats and flip none), which sizes the learning
 rate or number of updates a recipe needs. Diagnostic only: the test tasks' demonstrations are never trained on.
 Nothing is trained or sampled; the numbers are deterministic for given weights.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from collections import defaultdict
@@ -58,7 +63,7 @@ def token_margins(model: Any, tok: Any, messages: list[dict[str, str]]) -> list[
     """The decision tokens of the teacher-forced demonstration: every token of a turn that calls tools, and the
     first token of a turn that answers (whether to call or to answer; the answer's wording is not verified). Each
     with its turn, text, log-prob, and where the model's argmax differs, the argmax's text and the margin
-    log p(argmax) - log p(token) (> 0)."""
+    log p(argmax) - log p(token) (> 0); where it agrees, the lead log p(token) - log p(runner-up) (>= 0)."""
     import torch
 
     full, spans = assistant_spans(tok, messages)
@@ -79,6 +84,9 @@ def token_margins(model: Any, tok: Any, messages: list[dict[str, str]]) -> list[
         if best != ids[pos]:
             rec.update(argmax=tok.decode([best]), margin=round(float(row[best] - row[ids[pos]]), 4),
                        context=full[max(0, start - 60):start])
+        else:
+            top2 = row.topk(2).values
+            rec["lead"] = round(float(top2[0] - top2[1]), 4)
         out.append(rec)
     return out
 
@@ -92,7 +100,9 @@ def task_record(task: Any, per_model: dict[str, list[dict[str, Any]]], first_mod
     for name, toks in per_model.items():
         dev = [r for r in toks if "margin" in r]
         first = dev[0] if dev else None
+        leads = [r["lead"] for r in toks if "lead" in r]
         m: dict[str, Any] = {"tokens": len(toks), "deviations": len(dev), "follows": not dev,
+                             "closest_lead": min(leads) if leads and not dev else None,
                              "first": ({k: first[k] for k in ("turn", "token", "argmax", "margin", "context")}
                                        if first else None)}
         if anchor is not None:
@@ -134,6 +144,21 @@ def _mean(values: list[float]) -> float | None:
     return round(sum(values) / len(values), 3) if values else None
 
 
+def leads_vs_flips(records: list[dict[str, Any]], model: str, passed_before: set[str], lost: set[str],
+                   small: float = 1.0) -> dict[str, Any]:
+    """Of the tasks `model` passed and whose demonstration it follows greedily (so its closest call is defined), the
+    closest calls of those a later stage lost against those it kept: count, median, and how many were made by less
+    than `small` nats. Tasks passed another way than the demonstration's are counted apart (no lead to read)."""
+    rows = [r for r in records if r["task_id"] in passed_before]
+    follow = [r for r in rows if r["models"][model]["closest_lead"] is not None]
+    out: dict[str, Any] = {"passed_before": len(rows), "passed_another_way": len(rows) - len(follow)}
+    for key, inside in (("lost", True), ("kept", False)):
+        leads = sorted(r["models"][model]["closest_lead"] for r in follow if (r["task_id"] in lost) == inside)
+        out[key] = {"tasks": len(leads), "median_closest_lead": round(statistics.median(leads), 4) if leads else None,
+                    f"below_{small:g}_nats": sum(v < small for v in leads)}
+    return out
+
+
 def focus_summary(records: list[dict[str, Any]], names: list[str], groups: set[str]) -> dict[str, Any]:
     """The same movement split by whether a task's template was one a focused stage trained on (`data.focus`'s
     trained groups) or not: a focused stage should move the first and leave the second."""
@@ -160,6 +185,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--labels", nargs="+", help="what each model is, in --models order (kept in the JSON)")
     ap.add_argument("--focus", type=Path, help="a focused stage's focus.json: split the summary by its trained groups")
+    ap.add_argument("--diffs", type=Path, nargs="*", default=[], help="greedy_episode_diff results whose --before is "
+                    "the first model: set the closest calls of the tasks each stage lost against those it kept")
     ap.add_argument("--result", type=Path, default=ROOT / "benchmarks" / "results" / "decision_margin.json")
     a = ap.parse_args()
     if a.labels and len(a.labels) != len(a.models):
@@ -181,17 +208,33 @@ def main() -> None:
             per_task[t.id][path] = token_margins(model, tok, demos[t.id])
         del model
     records = [task_record(t, per_task[t.id], a.models[0]) for t in tasks]
+    flips = {}
+    for path in a.diffs:
+        diff = json.loads(path.read_text())
+        if Path(diff["before"]).resolve() != Path(a.models[0]).resolve():
+            raise SystemExit(f"{path}: its --before is {diff['before']}, not the first model {a.models[0]}")
+        rows = {r["task_id"]: r for r in diff["tasks"]}
+        missing = [t.id for t in tasks if t.id not in rows]
+        if missing:
+            raise SystemExit(f"{path}: has no result for {len(missing)} of the tasks read here (first {missing[0]}); "
+                             f"run it with --eval-tasks {a.eval_tasks}")
+        flips[path.name] = leads_vs_flips(records, a.models[0],
+                                          {i for i, r in rows.items() if r["before"]["passed"]},
+                                          {i for i, r in rows.items() if r["before"]["passed"] and not r["after"]["passed"]})
     out = {"benchmark": "decision_margin",
            "command": f".venv/bin/python benchmarks/decision_margin.py {' '.join(sys.argv[1:])}",
            "models": a.models, **({"labels": dict(zip(a.models, a.labels))} if a.labels else {}),
            "n": len(tasks), "summary": summary(records, a.models),
            **({"focus_groups": sorted(focus), "by_focus": focus_summary(records, a.models, focus)} if focus else {}),
+           **({"closest_call_vs_flips": flips} if flips else {}),
            "tasks": records,
            "wall_s": round(time.time() - t0, 1)}
     atomic_write_bytes(a.result, (json.dumps(out, indent=1) + "\n").encode())
     s = out["summary"]
     print("; ".join(f"{n}: follows {s[n]['follows']}/{s[n]['tasks']}, mean first margin {s[n]['mean_first_margin']}"
                     for n in a.models))
+    for name, f in flips.items():
+        print(f"{name}: lost {f['lost']}, kept {f['kept']}, passed another way {f['passed_another_way']}")
 
 
 if __name__ == "__main__":

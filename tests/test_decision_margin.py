@@ -12,8 +12,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from decision_margin import (assistant_spans, demo_messages, focus_summary, summary, task_record,  # noqa: E402
-                             token_margins)
+from decision_margin import (assistant_spans, demo_messages, focus_summary, leads_vs_flips, summary,  # noqa: E402
+                             task_record, token_margins)
 from workplace_testdata import default_world_and_tasks  # noqa: E402
 
 
@@ -62,7 +62,8 @@ def test_margins_are_the_models_log_prob_gaps_on_the_decision_tokens(demo):
         if "margin" in r:
             assert r["margin"] == pytest.approx(float(row.max() - row[ids[r["pos"]]]), abs=1e-3) and r["margin"] > 0
         else:
-            assert int(row.argmax()) == ids[r["pos"]]
+            top2 = row.topk(2).values
+            assert int(row.argmax()) == ids[r["pos"]] and r["lead"] == pytest.approx(float(top2[0] - top2[1]), abs=1e-3)
 
 
 def test_the_summary_reports_how_far_the_second_model_moved_the_first_models_deviation():
@@ -90,3 +91,25 @@ def test_the_focus_split_separates_trained_templates_from_the_rest():
     assert out["focused_templates"] == {"tasks": 2, "mean_margin_at_first_model_deviation": {"sft": 1.5, "grpo": 0.5},
                                         "flipped_at_that_position": {"sft": 0, "grpo": 1}}
     assert out["other_templates"]["mean_margin_at_first_model_deviation"] == {"sft": 3.0, "grpo": 3.5}
+
+
+def test_closest_calls_of_lost_tasks_are_set_against_the_kept_ones():
+    """A task's closest call is its smallest lead, defined only where the model follows the demonstration; the
+    split counts the tasks passed another way apart and reads only the tasks passed before."""
+    class T:
+        def __init__(self, i):
+            self.id, self.metadata = f"t{i}", {"template": "x"}
+
+    def toks(*leads, deviate=False):
+        out = [{"pos": i + 1, "turn": 0, "token": "a", "logp": -0.1, "lead": v} for i, v in enumerate(leads)]
+        if deviate:
+            out.append({"pos": 9, "turn": 0, "token": "b", "logp": -3.0, "argmax": "c", "margin": 1.0, "context": ""})
+        return out
+
+    records = [task_record(T(i), {"sft": t}, "sft") for i, t in
+               enumerate([toks(2.0, 0.3), toks(0.8, 5.0), toks(3.0, 1.5), toks(0.1, deviate=True), toks(0.05)])]
+    assert [r["models"]["sft"]["closest_lead"] for r in records] == [0.3, 0.8, 1.5, None, 0.05]
+    out = leads_vs_flips(records, "sft", passed_before={"t0", "t1", "t2", "t3"}, lost={"t0", "t3"})
+    assert out == {"passed_before": 4, "passed_another_way": 1,
+                   "lost": {"tasks": 1, "median_closest_lead": 0.3, "below_1_nats": 1},
+                   "kept": {"tasks": 2, "median_closest_lead": 1.15, "below_1_nats": 1}}

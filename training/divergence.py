@@ -80,7 +80,7 @@ def inside_call_arguments(reply_prefix: str) -> bool:
     """Whether a reply's text so far ends inside the arguments of a call it opened: the last `<tool_call>` is not
     closed, and after it the name is written in full and `"arguments":` begun. A prefix ending in the tool's name,
     between two calls, or in an answer is not."""
-    head, sep, call = reply_prefix.rpartition("<tool_call>")
+    _, sep, call = reply_prefix.rpartition("<tool_call>")
     return bool(sep) and "</tool_call>" not in call and bool(_OPEN_ARGUMENTS.match(call))
 
 
