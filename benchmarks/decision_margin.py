@@ -153,7 +153,7 @@ def leads_vs_flips(records: list[dict[str, Any]], model: str, passed_before: set
     follow = [r for r in rows if r["models"][model]["closest_lead"] is not None]
     out: dict[str, Any] = {"passed_before": len(rows), "passed_another_way": len(rows) - len(follow)}
     for key, inside in (("lost", True), ("kept", False)):
-        leads = sorted(r["models"][model]["closest_lead"] for r in follow if (r["task_id"] in lost) == inside)
+        leads = [r["models"][model]["closest_lead"] for r in follow if (r["task_id"] in lost) == inside]
         out[key] = {"tasks": len(leads), "median_closest_lead": round(statistics.median(leads), 4) if leads else None,
                     f"below_{small:g}_nats": sum(v < small for v in leads)}
     return out
@@ -218,9 +218,8 @@ def main() -> None:
         if missing:
             raise SystemExit(f"{path}: has no result for {len(missing)} of the tasks read here (first {missing[0]}); "
                              f"run it with --eval-tasks {a.eval_tasks}")
-        flips[path.name] = leads_vs_flips(records, a.models[0],
-                                          {i for i, r in rows.items() if r["before"]["passed"]},
-                                          {i for i, r in rows.items() if r["before"]["passed"] and not r["after"]["passed"]})
+        lost = set(diff["lost"])
+        flips[path.name] = leads_vs_flips(records, a.models[0], set(diff["kept"]) | lost, lost)
     out = {"benchmark": "decision_margin",
            "command": f".venv/bin/python benchmarks/decision_margin.py {' '.join(sys.argv[1:])}",
            "models": a.models, **({"labels": dict(zip(a.models, a.labels))} if a.labels else {}),

@@ -38,7 +38,7 @@ def main() -> None:
 
     from generators.task_io import atomic_write_bytes, read_tasks
     from greedy_episode_diff import eval_config
-    from training.focus import episode_mistake, probe_sample
+    from training.focus import probe_groups, probe_mistakes, probe_sample
     from training.model import configure_threads, load_model
     from training.train_eval import greedy_pass_at_1
 
@@ -49,23 +49,15 @@ def main() -> None:
     model, tok = load_model(a.model, threads=threads)
     t0 = time.time()
     r = greedy_pass_at_1(model, tok, cfg, probe, keep_episodes=True)  # the batch data.focus's probe uses
+    mistakes = probe_mistakes(probe, r["episodes"])
     by_id = {t.id: t for t in probe}
-    rows = []
-    for e in r["episodes"]:
-        if e["passed"]:
-            continue
-        task = by_id[e["task_id"]]
-        m = episode_mistake(task, e)
-        rows.append({"task_id": task.id, "template": task.metadata["template"], "turn": m.turn, "kind": m.kind,
-                     "tools": list(m.tools), "ground_truth_tools_left": list(m.left), "reason": e["reason"]})
-    templates: dict[str, dict] = {}
-    passed = set(r["passed_ids"])
-    for t in probe:
-        g = templates.setdefault(t.metadata["template"], {"tasks": 0, "passed": 0, "mistakes": []})
-        g["tasks"] += 1
-        g["passed"] += t.id in passed
-    for row in rows:
-        templates[row["template"]]["mistakes"].append(f"{row['kind']}@{row['turn']}")
+    reasons = {e["task_id"]: e["reason"] for e in r["episodes"]}
+    rows = [{"task_id": i, "template": by_id[i].metadata["template"], "turn": m.turn, "kind": m.kind,
+             "tools": list(m.tools), "ground_truth_tools_left": list(m.left), "reason": reasons[i]}
+            for i, m in mistakes.items()]
+    templates = {g: {"tasks": p.tasks, "passed": p.passed,
+                     "mistakes": [f"{k}@{t}" for k, t in zip(p.mistake_kinds, p.mistake_turns)]}
+                 for g, p in probe_groups(probe, r["passed_ids"], "template", mistakes).items()}
     out = {"benchmark": "probe_mistakes", "command": " ".join([".venv/bin/python", *sys.argv]), "model": a.model,
            "probe": f"{data}/validation.parquet, first {a.per_template} of each template", "n": r["n"],
            "passed": r["passed"], "kinds": dict(Counter(x["kind"] for x in rows)),
