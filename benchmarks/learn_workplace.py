@@ -198,9 +198,23 @@ def _grpo_setup(a: argparse.Namespace) -> str:
         focus += (f"; every step also {a.grpo_retain} verified demonstrations of {where}, "
                   f"{a.grpo_retain_coef:g} x the token-mean NLL of their tokens the policy gives below "
                   f"{a.grpo_retain_below:g} probability (data.focus.retain_per_step, the retain anchor)")
+    guard = _grpo_guard(a)
+    if guard:
+        focus += (f"; every step kept only as far as the SFT model's passing greedy episodes on the first "
+                  f"{guard['per_group']} training tasks of each template still decode token for token (at most "
+                  f"{guard['max_flips']} held decisions flipped; else the step halved, up to {guard['backtrack']} "
+                  "times, then dropped: the guard)")
     return (f"{a.grpo_batch} episodes per step ({a.grpo_group} per prompt), {how}lr {a.grpo_lr}{schedule}, {optimizer}, "
             f"loss {a.grpo_loss}{policy}{kl}, negative advantages x{a.grpo_negative_weight}, {decoding}{forks}{zvp_text}"
             f"{guided}{sft}{best}{focus}")
+
+
+def _grpo_guard(a: argparse.Namespace) -> dict | None:
+    """The GRPO stage's guard section (None: every step kept whole)."""
+    if not a.grpo_guard_per_group:
+        return None
+    return {"by": "template", "per_group": a.grpo_guard_per_group, "max_flips": a.grpo_guard_max_flips,
+            "backtrack": a.grpo_guard_backtrack}
 
 
 def _grpo_record(a: argparse.Namespace) -> dict:
@@ -214,7 +228,7 @@ def _grpo_record(a: argparse.Namespace) -> dict:
             "grpo_sft_moments": a.grpo_sft_moments, "grpo_eval_tasks": a.grpo_eval_tasks,
             "grpo_scheduler": a.grpo_scheduler, "grpo_beta": a.grpo_beta, "grpo_focus": _grpo_focus(a),
             "grpo_divergence": a.grpo_divergence, "grpo_branch": a.grpo_branch,
-            "grpo_divergence_within": a.grpo_divergence_within}
+            "grpo_divergence_within": a.grpo_divergence_within, "grpo_guard": _grpo_guard(a)}
 
 
 # what a setup recorded before a key existed meant (the GRPO stage's settings of the sessions before it)
@@ -222,7 +236,7 @@ _SETUP_DEFAULTS = {"negative_advantage_weight": 1.0, "grpo_temperature": 1.0, "g
                    "grpo_momentum": 0.0, "grpo_guidance": False, "grpo_group": 4, "grpo_sft_coef": 0.0,
                    "grpo_policy_coef": 1.0, "seed": 0, "grpo_sft_moments": "none", "grpo_eval_tasks": 0,
                    "grpo_scheduler": "constant", "grpo_beta": 0.0, "grpo_focus": None, "grpo_divergence": False,
-                   "grpo_branch": "start", "grpo_divergence_within": "anywhere"}
+                   "grpo_branch": "start", "grpo_divergence_within": "anywhere", "grpo_guard": None}
 
 
 def _attempt_settings(setup: dict, a: argparse.Namespace) -> dict:
@@ -298,6 +312,7 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
                 "scheduler": "cosine", "warmup_ratio": 0.05, "max_minutes": a.sft_minutes,
                 "save_optimizer": True},
         "checkpoint": {"every": 1000, "keep": 1, "keep_best": bool(grpo_stage and a.grpo_eval_tasks)},
+        "guard": _grpo_guard(a) if grpo_stage else None,
         # the GRPO stage's model selection (--grpo-eval-tasks) reads the validation split, never the test tasks
         **({"eval_every": 1, "eval_tasks": a.grpo_eval_tasks} if grpo_stage and a.grpo_eval_tasks else {}),
     })
@@ -360,7 +375,9 @@ def grpo(cfg: Any, init_from: str, deadline: float, eval_s: float) -> tuple[Any,
     def on_step(rec: dict) -> None:
         metrics.append(rec)
         print(f"grpo {rec['step']}: reward {rec.get('reward_mean')} pass {rec.get('pass_rate')} "
-              f"kept {rec.get('groups_kept')}/{rec.get('groups_sampled')} {rec['step_time_s']:.0f}s", flush=True)
+              f"kept {rec.get('groups_kept')}/{rec.get('groups_sampled')} {rec['step_time_s']:.0f}s"
+              + (f" guard: kept {rec['guard_scale']:g} of the step ({rec['guard_flips_whole_step']:g} held decisions "
+                 f"the whole step flipped, {rec['guard_s']:.0f}s)" if "guard_scale" in rec else ""), flush=True)
 
     class Budget(GRPOTrainer):
         def train_step(self):
@@ -378,7 +395,8 @@ def grpo(cfg: Any, init_from: str, deadline: float, eval_s: float) -> tuple[Any,
     keep = ("step", "reward_mean", "pass_rate", "groups_kept", "groups_sampled", "zero_variance_frac", "ds_rounds",
             "step_time_s", "completion_len_mean", "tokens_per_s", "demo_pass_rate", "sft_nll", "grad_norm",
             "eval_pass_at_1", "eval_time_s", "divergence_tokens", "entropy", "retain_demos", "retain_tokens",
-            "retain_nll", "guided_from_mistake", "divergence_pairs", "divergence_pairs_kept")
+            "retain_nll", "guided_from_mistake", "divergence_pairs", "divergence_pairs_kept", "guard_scale", "guard_flips",
+            "guard_flips_whole_step", "guard_checks", "guard_s")
     return trainer, [{k: m.get(k) for k in keep if k in m} for m in metrics]
 
 
@@ -667,6 +685,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--grpo-divergence-within", choices=["anywhere", "arguments"], default="anywhere",
                     help="loss.divergence_within (with --grpo-divergence): 'arguments' trains only the pairs whose "
                     "members part inside the arguments of the same tool's call, so no tool-name token is trained")
+    ap.add_argument("--grpo-guard-per-group", type=int, default=0,
+                    help="guard.per_group: hold the SFT model's passing greedy episodes on this many training tasks of "
+                    "each template and keep every step only as far as they still decode token for token (0: off)")
+    ap.add_argument("--grpo-guard-max-flips", type=int, default=0, help="guard.max_flips: held decisions a kept "
+                    "step may flip")
+    ap.add_argument("--grpo-guard-backtrack", type=int, default=3, help="guard.backtrack: halvings of a step that "
+                    "flips more before it is dropped")
     ap.add_argument("--grpo-zvp-alpha", type=float, default=None, help="loss.zero_variance_alpha (RL-ZVP): train on "
                     "the zero-variance groups too, all-pass ones with +alpha x token entropy")
     ap.add_argument("--grpo-zvp-negative-alpha", type=float, default=None, help="loss.zero_variance_negative_alpha: "

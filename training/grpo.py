@@ -173,6 +173,8 @@ class GRPOTrainer:
         self.best: BestCheckpoint | None = None  # checkpoint.keep_best's record (training/best_checkpoint.py)
         self.focus: Any = None  # data.focus's FocusChoice (training/focus.py), once train() has made or read it
         self.retain_tasks: list[TaskRow] = []  # data.focus.retain_per_step's pool (training/retain.py)
+        self.held: Any = None  # guard's HeldSet (training/guard.py), once train() has made or read it
+        self.held_here: list[Any] = []  # this rank's share of the held episodes
 
     # ------------------------------------------------------------------------------------------- setup
     def _setup(self) -> None:
@@ -336,6 +338,7 @@ class GRPOTrainer:
     # ------------------------------------------------------------------------------------------- loop
     def train(self) -> TrainResult:
         self._setup()
+        self._hold_guard()
         self._apply_focus()
         cfg = self.cfg
         done_here = 0
@@ -407,6 +410,68 @@ class GRPOTrainer:
                     f"policy passes above max_pass_rate {focus.max_pass_rate:g}, and no training task is in one "
                     f"(groups above the bar: {sorted(solved) or 'none'}); set data.focus.retain_per_step to 0")
         self.tasks = focused_tasks(self.tasks, choice)
+
+    def _hold_guard(self) -> None:
+        """guard: the starting policy's passing greedy episodes on the first guard.per_group training tasks of each
+        group, held for every step's check (training/guard.py). A resumed run reads the set its first attempt wrote;
+        it never re-probes the checkpoint it resumes from."""
+        guard = self.cfg.guard
+        if guard is None:
+            return
+        from training.focus import probe_sample
+        from training.guard import GUARD_FILE, HeldSet, held_episodes, read_held, write_held
+
+        start = self._base_model()
+        held = read_held(self.out)
+        if held is None or not held.matches(guard, start):
+            if self.resumed_from is not None:
+                raise TrainingError(
+                    f"guard: {self.out / GUARD_FILE} is missing or was held with other settings (or another starting "
+                    f"model) than this run, which resumes from {self.resumed_from}: the decisions its steps kept are "
+                    "unknown; restore the file, or start in a fresh output_dir")
+            if self.dist.main:
+                from training.train_eval import greedy_pass_at_1
+
+                t0 = time.perf_counter()
+                probe = probe_sample(self.tasks, guard.by, guard.per_group)
+                r = greedy_pass_at_1(self.model, self.tok, self.cfg, probe, reward=self.reward, keep_samples=True)
+                episodes, ties = held_episodes(r["samples"], self.model, self.tok.pad_token_id, self.autocast_bf16)
+                if not episodes:
+                    raise TrainingError(
+                        f"guard: the starting policy passes none of the {len(probe)} training tasks it ran greedily "
+                        f"(guard.per_group {guard.per_group} per {guard.by}), so there is nothing to hold; raise "
+                        "guard.per_group, or drop the guard section")
+                write_held(self.out, HeldSet(start=start, by=guard.by, per_group=guard.per_group,
+                                             tasks_probed=len(probe), passed=len(episodes), ties=ties,
+                                             probe_s=round(time.perf_counter() - t0, 1), episodes=episodes))
+            self.dist.barrier()
+            held = read_held(self.out)
+        self.held = held
+        self.held_here = held.episodes[self.dist.rank::self.dist.world]
+
+    def _guard_step(self, snap: Any) -> dict[str, float]:
+        """Check the step just taken against the held decisions and keep the largest part of it (1, 1/2, ... of
+        guard.backtrack halvings) that flips at most guard.max_flips of them, or none of it (then no guard_flips:
+        the weights are those the previous step kept)."""
+        if snap is None:
+            return {}
+        from training.guard import backtrack_scales, count_flips, episode_leads
+
+        guard = self.cfg.guard
+        t0 = time.perf_counter()
+        first: float | None = None
+        for checks, scale in enumerate(backtrack_scales(guard.backtrack), start=1):
+            if scale != 1.0:
+                snap.apply_scale(scale)
+            leads = episode_leads(self.model, self.held_here, self.tok.pad_token_id, autocast_bf16=self.autocast_bf16)
+            flips = self.dist.sum([float(count_flips(self.held_here, leads))])[0]
+            first = flips if first is None else first
+            if flips <= guard.max_flips:
+                return {"guard_scale": scale, "guard_flips": flips, "guard_flips_whole_step": first,
+                        "guard_checks": float(checks), "guard_s": time.perf_counter() - t0}
+        snap.apply_scale(0.0)
+        return {"guard_scale": 0.0, "guard_flips_whole_step": first,
+                "guard_checks": float(guard.backtrack + 1), "guard_s": time.perf_counter() - t0}
 
     def _measure_start(self) -> None:
         """checkpoint.keep_best's bar: the held-out pass rate of the policy before this run's first update (or of the
@@ -538,6 +603,11 @@ class GRPOTrainer:
         n_tokens = sum(sum(s.loss_mask) for s in samples)
         retain, retain_stats = self._retain_batch()
         record.update(retain_stats)
+        snap = None
+        if self.cfg.guard is not None:
+            from training.guard import StepSnapshot
+
+            snap = StepSnapshot.take(self.model)
         if samples:
             rewards = torch.tensor([s.score for s in samples], dtype=torch.float32)
             adv, _ = group_advantages(rewards, g, scale=lc["scale_rewards"], leave_one_out=lc["leave_one_out"])
@@ -554,6 +624,8 @@ class GRPOTrainer:
                           adv_abs_max=float(adv.abs().max()))
         else:
             loss_stats = self._update(None, None, sft=self._sft_batch(), retain=retain)
+        loss_stats.update(self._guard_step(snap))
+        del snap
         sync = getattr(getattr(self, "backend", None), "sync_weights", None)
         if sync is not None:  # an inference engine (vLLM) holds its own copy of the weights
             sync()

@@ -156,6 +156,20 @@ def shared_prompt_logprobs(model: Any, prompt_ids: Tensor, prompt_mask: Tensor, 
 
     With `prefix_ids` (1, L), every prompt is that prefix followed by its row of `prompt_ids`; the prefix runs once
     for the whole batch (an environment's system prompt), gradients still flowing through it."""
+    states, head = shared_prompt_states(model, prompt_ids, prompt_mask, completion_ids, completion_mask, repeats,
+                                        prefix_ids)
+    if head is not None:
+        return head_logprobs(states, completion_ids, head, temperature)
+    logits = states.float()
+    return token_logprobs(logits, completion_ids, temperature), _entropy(logits, temperature)
+
+
+def shared_prompt_states(model: Any, prompt_ids: Tensor, prompt_mask: Tensor, completion_ids: Tensor,
+                         completion_mask: Tensor, repeats: int,
+                         prefix_ids: Tensor | None = None) -> tuple[Tensor, Any | None]:
+    """What predicts each completion token, in `shared_prompt_logprobs`' layout: (B, T, H) final hidden states and
+    the LM head when the model exposes them (so a caller never holds the batch's logits at once), else (B, T, V)
+    logits and None. Shared by the loss's log-probs and training.guard's decision leads."""
     u = prompt_ids.shape[0]
     b, t = completion_ids.shape
     if u * repeats != b:
@@ -185,10 +199,8 @@ def shared_prompt_logprobs(model: Any, prompt_ids: Tensor, prompt_mask: Tensor, 
     if parts is not None:
         hidden = torch.cat([first.last_hidden_state[:, -1:, :].repeat_interleave(repeats, dim=0),
                             out.last_hidden_state[:, :-1, :]], dim=1)
-        return head_logprobs(hidden, completion_ids, parts[1], temperature)
-    logits = torch.cat([first.logits[:, -1:, :].repeat_interleave(repeats, dim=0), out.logits[:, :-1, :]], dim=1)
-    logits = logits.float()
-    return token_logprobs(logits, completion_ids, temperature), _entropy(logits, temperature)
+        return hidden, parts[1]
+    return torch.cat([first.logits[:, -1:, :].repeat_interleave(repeats, dim=0), out.logits[:, :-1, :]], dim=1), None
 
 
 def shared_groups(prompt_ids_rows: list[list[int]], repeats: int) -> bool:

@@ -14,6 +14,7 @@ from typing import Any, Callable
 from schemas.task import TaskRow
 from schemas.train_config import TrainConfig
 from training.rollout import SamplingParams, TransformersBackend
+from training.samples import samples_from_batch
 from training.scoring import passed, row_fields
 
 
@@ -27,14 +28,17 @@ def greedy_pass_at_1(
     batch: int = 16,
     progress: Callable[[int, int], None] | None = None,
     keep_episodes: bool = False,
+    keep_samples: bool = False,
 ) -> dict[str, Any]:
     """Pass rate of one greedy sample per task, with the mean reward and why samples failed. `keep_episodes` (tool
-    environments) adds each task's episode text and first tool call, for comparing two policies task by task."""
+    environments) adds each task's episode text and first tool call, for comparing two policies task by task;
+    `keep_samples` adds the token-level `Sample`s, scored (what training.guard holds)."""
     tok.padding_side = "left"
     greedy = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=0.0, seed=0)
     autocast = cfg.model.precision == "bf16-autocast"
     results = []
     episodes: list[dict[str, Any]] = []
+    kept: list[Any] = []
     if cfg.rollout.environment:
         from training.multiturn import EnvironmentCollector
 
@@ -43,6 +47,9 @@ def greedy_pass_at_1(
         for s in range(0, len(tasks), batch):
             for smp in collector(tasks[s:s + batch], 1, greedy):
                 results.append((smp.task_id, smp.result))
+                smp.passed = passed(smp.result)
+                if keep_samples:
+                    kept.append(smp)
                 if keep_episodes:
                     episodes.append(_episode(tok, smp))
             if progress:
@@ -54,8 +61,13 @@ def greedy_pass_at_1(
         for s in range(0, len(tasks), batch):
             part = tasks[s:s + batch]
             rb = backend.generate([task_messages(t, cfg.rollout.system_prompt) for t in part], 1, greedy)
-            for t, r in zip(part, reward.score_batch(rb.texts, [row_fields(t) for t in part])):
+            scored = reward.score_batch(rb.texts, [row_fields(t) for t in part])
+            for t, r in zip(part, scored):
                 results.append((t.id, r))
+            if keep_samples:
+                for smp, r in zip(samples_from_batch(rb, [t.id for t in part]), scored):
+                    smp.result, smp.passed = r, passed(r)
+                    kept.append(smp)
             if progress:
                 progress(min(s + batch, len(tasks)), len(tasks))
     ok = [passed(r) for _, r in results]
@@ -72,6 +84,8 @@ def greedy_pass_at_1(
     }
     if keep_episodes:
         out["episodes"] = episodes
+    if keep_samples:
+        out["samples"] = kept
     return out
 
 

@@ -98,7 +98,8 @@ def train(
             prog.update(task, completed=rec["step"], info=(
                 f"reward {rec.get('reward_mean', float('nan')):.3f}  pass {rec.get('pass_rate', float('nan')):.2f}  "
                 f"kept {int(rec.get('groups_kept', 0))}/{int(rec.get('groups_sampled', 0))}  "
-                f"{rec['step_time_s']:.1f}s/step"))
+                f"{rec['step_time_s']:.1f}s/step"
+                + (f"  guard kept {rec['guard_scale']:g}" if "guard_scale" in rec else "")))
 
         try:
             trainer = GRPOTrainer(cfg, init_from=init_from, on_step=on_step)
@@ -117,6 +118,11 @@ def train(
         from training.focus import describe
 
         console.print(describe(trainer.focus), highlight=False)
+    if trainer.held is not None:
+        from training.guard import describe as describe_guard
+        from training.metrics import MetricsLog
+
+        console.print(describe_guard(trainer.held, MetricsLog(result.metrics_path).read()), highlight=False)
     console.print(f"checkpoint: [bold]{result.final_checkpoint}[/bold]\nmetrics: {result.metrics_path}\n"
                   f"plot: {result.plot_path}", highlight=False)
     best = None
