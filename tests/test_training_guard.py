@@ -10,16 +10,19 @@ import pytest
 import torch
 
 from test_training_tiny import _tiny_yaml
-from training.guard import backtrack_scales, count_flips, episode_leads, read_held, token_leads
+from training.guard import TIE_WON, backtrack_scales, count_flips, episode_leads, read_held, token_leads
 
 
 def test_a_lead_is_the_gap_to_the_runner_up_and_negative_once_another_token_is_ahead():
-    logits = torch.tensor([[2.0, 0.5, 1.5], [0.0, 3.0, 1.0], [1.0, 1.0, 0.0]])
-    leads = token_leads(logits, torch.tensor([0, 2, 1]))
-    assert leads.tolist() == pytest.approx([0.5, -2.0, 0.0])
+    logits = torch.tensor([[2.0, 0.5, 1.5], [0.0, 3.0, 1.0], [1.0, 1.0, 0.0], [1.0, 1.0, 0.0]])
+    targets = torch.tensor([0, 2, 1, 0])
+    leads = token_leads(logits, targets)
+    assert leads.tolist() == pytest.approx([0.5, -2.0, 0.0, TIE_WON])
+    # a tie goes as greedy decoding breaks it: torch.argmax picks the lower index
+    assert [bool(v > 0) for v in leads] == (logits.argmax(-1) == targets).tolist() == [True, False, False, True]
     # the same gap in log-probabilities: softmax shifts every logit of a row alike
-    logp = torch.log_softmax(logits, -1)
-    assert token_leads(logp, torch.tensor([0, 2, 1])).tolist() == pytest.approx([0.5, -2.0, 0.0], abs=1e-6)
+    logp = torch.log_softmax(logits[:2], -1)
+    assert token_leads(logp, targets[:2]).tolist() == pytest.approx([0.5, -2.0], abs=1e-6)
 
 
 def test_a_step_is_tried_whole_then_halved():
@@ -28,13 +31,14 @@ def test_a_step_is_tried_whole_then_halved():
 
 
 def _reward_file(tmp_path: Path) -> Path:
-    """Every addition passes whatever the model writes (so the starting policy has passes to hold); a subtraction
-    scores half its share of letters (as the tiny config's letter_share, which varies even for random text), below
-    the pass bar, which gives the update a gradient."""
+    """An addition passes when the reply holds no letter (the random model's greedy replies do: it writes newlines,
+    so the starting policy has passes to hold); a subtraction scores half its share of letters (as the tiny config's
+    letter_share, which varies even for random text), below the pass bar, which pushes the update towards letters
+    and so towards breaking the held passes."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "by_op.py"
     path.write_text("def by_op(completion, op=None, **_):\n"
-                    "    if op == '+':\n        return 1.0\n"
+                    "    if op == '+':\n        return 0.0 if any(c.isalpha() for c in completion) else 1.0\n"
                     "    return 0.5 * sum(c.isascii() and c.isalpha() for c in completion) / max(1, len(completion))\n")
     return path
 
@@ -62,10 +66,10 @@ def _greedy_completions(model, tok, cfg, task_ids: list[str]) -> dict[str, list[
     return {s.task_id: s.completion_ids for s in r["samples"]}
 
 
-def test_a_step_that_would_change_the_held_greedy_passes_is_cut_back_until_they_reproduce(tmp_path):
+def test_keep_decisions_cuts_a_step_back_until_the_held_greedy_passes_reproduce_token_for_token(tmp_path):
     from training.grpo import GRPOTrainer
 
-    guard = {"by": "op", "per_group": 4, "backtrack": 2}
+    guard = {"by": "op", "per_group": 4, "backtrack": 2, "keep": "decisions"}
     guarded = _cfg(tmp_path / "g", 300.0, guard)
     trainer = GRPOTrainer(guarded)
     trainer.train()
@@ -91,6 +95,56 @@ def test_a_step_that_would_change_the_held_greedy_passes_is_cut_back_until_they_
     unguarded.train()
     changed = _greedy_completions(unguarded.model, unguarded.tok, free, ids)
     assert any(changed[e.task_id] != e.completion_ids for e in held.episodes)
+
+
+def test_keep_passes_cuts_a_step_back_until_the_held_tasks_still_pass_and_holds_their_new_episodes(tmp_path):
+    from training.grpo import GRPOTrainer, load_train_tasks
+    from training.scoring import load_reward
+    from training.train_eval import greedy_pass_at_1
+
+    guarded = _cfg(tmp_path / "g", 300.0, {"by": "op", "per_group": 4, "backtrack": 2}, steps=6)
+    trainer = GRPOTrainer(guarded)
+    trainer.train()
+    held = read_held(Path(guarded.output_dir))
+    lines = [json.loads(x) for x in (Path(guarded.output_dir) / "metrics.jsonl").read_text().splitlines()]
+    assert any(r["guard_scale"] < 1.0 for r in lines)  # whole steps lost held passes, so they were cut back
+    assert all(r.get("guard_lost", 0) == 0 for r in lines)
+    reward = load_reward(guarded.reward.function, kwargs=guarded.reward.kwargs)
+    by_id = {t.id: t for t in load_train_tasks(guarded)}
+    tasks = [by_id[e.task_id] for e in held.episodes]
+    # what the user is promised: every held task still passes greedily
+    after = greedy_pass_at_1(trainer.model, trainer.tok, guarded, tasks, reward=reward)
+    assert after["passed"] == len(tasks) == held.passed
+
+    free = _cfg(tmp_path / "f", 300.0, None, steps=6)
+    unguarded = GRPOTrainer(free)
+    unguarded.train()
+    broken = greedy_pass_at_1(unguarded.model, unguarded.tok, free, tasks, reward=reward)
+    assert broken["passed"] < len(tasks)  # the same run without the guard loses held passes: the check could fail
+
+
+def test_a_held_episode_that_changed_but_still_passes_is_held_as_decoded_now_and_resumed_so(tmp_path):
+    """The replacement path, through real greedy decoding: a held episode the weights no longer reproduce (its
+    tokens swapped for spaces, which the reward also passes) is decoded again, passes, and is held as the model now
+    decodes it; the checkpoint carries the replacement to a resumed run."""
+    from training.grpo import GRPOTrainer
+
+    cfg = _cfg(tmp_path, 1e-4, {"by": "op", "per_group": 2}, steps=2, checkpoint__every=1)
+    trainer = GRPOTrainer(cfg, stop_after=1)
+    trainer.train()
+    decoded = trainer.held_now[0]
+    space = trainer.tok.encode(" ")[0]
+    trainer.held_now[0] = decoded.model_copy(update={"completion_ids": [space] * len(decoded.completion_ids)})
+    ok, stats = trainer._guard_check()
+    assert ok and stats["guard_redecoded"] == 1 and stats["guard_lost"] == 0 and stats["guard_flips"] > 0
+    assert trainer.held_now[0].completion_ids == decoded.completion_ids  # what greedy decoding gives now
+    assert trainer.guard_changed == {decoded.task_id: trainer.held_now[0]}
+    trainer.save()
+    resumed = GRPOTrainer(cfg)
+    resumed._setup()
+    resumed._hold_guard()
+    assert resumed.resumed_from.name == "step-1" and resumed.held_now == trainer.held_now
+    assert resumed.guard_changed == trainer.guard_changed
 
 
 def test_a_small_step_is_kept_whole_and_a_resume_keeps_the_starting_policys_decisions(tmp_path, monkeypatch):

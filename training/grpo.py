@@ -174,7 +174,10 @@ class GRPOTrainer:
         self.focus: Any = None  # data.focus's FocusChoice (training/focus.py), once train() has made or read it
         self.retain_tasks: list[TaskRow] = []  # data.focus.retain_per_step's pool (training/retain.py)
         self.held: Any = None  # guard's HeldSet (training/guard.py), once train() has made or read it
-        self.held_here: list[Any] = []  # this rank's share of the held episodes
+        self.held_now: list[Any] = []  # the episodes held now (keep: passes replaces those that changed and passed)
+        self.guard_changed: dict[str, Any] = {}  # task id -> its replacement (None: lost), saved with checkpoints
+        self.guard_tasks: dict[str, TaskRow] = {}
+        self.resume_state: dict[str, Any] = {}
 
     # ------------------------------------------------------------------------------------------- setup
     def _setup(self) -> None:
@@ -201,6 +204,7 @@ class GRPOTrainer:
         state: dict[str, Any] = {}
         if self.resumed_from is not None:
             state = load_trainer_state(self.resumed_from)
+            self.resume_state = state
             if self.cfg.lora.enabled:
                 from peft import PeftModel
 
@@ -413,15 +417,19 @@ class GRPOTrainer:
 
     def _hold_guard(self) -> None:
         """guard: the starting policy's passing greedy episodes on the first guard.per_group training tasks of each
-        group, held for every step's check (training/guard.py). A resumed run reads the set its first attempt wrote;
-        it never re-probes the checkpoint it resumes from."""
+        group, held for every step's check (training/guard.py). A resumed run reads the set its first attempt wrote,
+        with the episodes `keep: passes` replaced up to its checkpoint; it never re-probes the checkpoint.
+
+        Every rank holds and checks the whole set: the same forward and the same greedy decoding of the same weights
+        give every rank the same verdict without exchanging episodes."""
         guard = self.cfg.guard
         if guard is None:
             return
         from training.focus import probe_sample
-        from training.guard import GUARD_FILE, HeldSet, held_episodes, read_held, write_held
+        from training.guard import GUARD_FILE, HeldEpisode, HeldSet, held_episodes, read_held, write_held
 
         start = self._base_model()
+        probe = probe_sample(self.tasks, guard.by, guard.per_group)
         held = read_held(self.out)
         if held is None or not held.matches(guard, start):
             if self.resumed_from is not None:
@@ -433,7 +441,6 @@ class GRPOTrainer:
                 from training.train_eval import greedy_pass_at_1
 
                 t0 = time.perf_counter()
-                probe = probe_sample(self.tasks, guard.by, guard.per_group)
                 r = greedy_pass_at_1(self.model, self.tok, self.cfg, probe, reward=self.reward, keep_samples=True)
                 episodes, ties = held_episodes(r["samples"], self.model, self.tok.pad_token_id, self.autocast_bf16)
                 if not episodes:
@@ -447,15 +454,19 @@ class GRPOTrainer:
             self.dist.barrier()
             held = read_held(self.out)
         self.held = held
-        self.held_here = held.episodes[self.dist.rank::self.dist.world]
+        self.guard_tasks = {t.id: t for t in probe}
+        changed = {k: (None if v is None else HeldEpisode.model_validate(v))
+                   for k, v in self.resume_state.get("guard_changed", {}).items()}
+        self.guard_changed = changed
+        self.held_now = [changed.get(e.task_id, e) for e in held.episodes if changed.get(e.task_id, e) is not None]
 
     def _guard_step(self, snap: Any) -> dict[str, float]:
-        """Check the step just taken against the held decisions and keep the largest part of it (1, 1/2, ... of
-        guard.backtrack halvings) that flips at most guard.max_flips of them, or none of it (then no guard_flips:
-        the weights are those the previous step kept)."""
+        """Check the step just taken against the held passes and keep the largest part of it (1, 1/2, ... of
+        guard.backtrack halvings) that passes `_guard_check`, or none of it (then no guard_flips: the weights are
+        those the previous step kept)."""
         if snap is None:
             return {}
-        from training.guard import backtrack_scales, count_flips, episode_leads
+        from training.guard import backtrack_scales
 
         guard = self.cfg.guard
         t0 = time.perf_counter()
@@ -463,15 +474,45 @@ class GRPOTrainer:
         for checks, scale in enumerate(backtrack_scales(guard.backtrack), start=1):
             if scale != 1.0:
                 snap.apply_scale(scale)
-            leads = episode_leads(self.model, self.held_here, self.tok.pad_token_id, autocast_bf16=self.autocast_bf16)
-            flips = self.dist.sum([float(count_flips(self.held_here, leads))])[0]
-            first = flips if first is None else first
-            if flips <= guard.max_flips:
-                return {"guard_scale": scale, "guard_flips": flips, "guard_flips_whole_step": first,
-                        "guard_checks": float(checks), "guard_s": time.perf_counter() - t0}
+            ok, stats = self._guard_check()
+            first = stats["guard_flips"] if first is None else first
+            if ok:
+                return {"guard_scale": scale, **stats, "guard_flips_whole_step": first, "guard_checks": float(checks),
+                        "guard_s": time.perf_counter() - t0}
         snap.apply_scale(0.0)
-        return {"guard_scale": 0.0, "guard_flips_whole_step": first,
-                "guard_checks": float(guard.backtrack + 1), "guard_s": time.perf_counter() - t0}
+        return {"guard_scale": 0.0, "guard_flips_whole_step": first, "guard_checks": float(guard.backtrack + 1),
+                "guard_s": time.perf_counter() - t0}
+
+    def _guard_check(self) -> tuple[bool, dict[str, float]]:
+        """Whether the current weights keep the held passes (guard.keep), and what the check saw. With `passes`,
+        the episodes with a flipped decision are decoded again greedily and verified; when the step stands, the
+        new passing episodes replace them (held where the current weights' teacher-forced argmax agrees) and the
+        lost ones (at most max_lost) leave the set."""
+        from training.guard import count_flips, episode_leads, flipped_episodes, held_episodes
+
+        guard = self.cfg.guard
+        leads = episode_leads(self.model, self.held_now, self.tok.pad_token_id, autocast_bf16=self.autocast_bf16)
+        flips = count_flips(self.held_now, leads)
+        if guard.keep == "decisions":
+            return flips <= guard.max_flips, {"guard_flips": float(flips)}
+        moved = flipped_episodes(self.held_now, leads)
+        if not moved:
+            return True, {"guard_flips": float(flips), "guard_redecoded": 0.0, "guard_lost": 0.0}
+        from training.train_eval import greedy_pass_at_1
+
+        tasks = [self.guard_tasks[self.held_now[i].task_id] for i in moved]
+        r = greedy_pass_at_1(self.model, self.tok, self.cfg, tasks, reward=self.reward, keep_samples=True)
+        lost = len(tasks) - len(r["passed_ids"])
+        stats = {"guard_flips": float(flips), "guard_redecoded": float(len(tasks)), "guard_lost": float(lost)}
+        if lost > guard.max_lost:
+            return False, stats
+        fresh, _ = held_episodes(r["samples"], self.model, self.tok.pad_token_id, self.autocast_bf16)
+        by_id = {e.task_id: e for e in fresh}
+        for t in tasks:
+            self.guard_changed[t.id] = by_id.get(t.id)
+        redone = {t.id for t in tasks}
+        self.held_now = [by_id.get(e.task_id, e) for e in self.held_now if e.task_id not in redone or e.task_id in by_id]
+        return True, stats
 
     def _measure_start(self) -> None:
         """checkpoint.keep_best's bar: the held-out pass rate of the policy before this run's first update (or of the
@@ -946,7 +987,10 @@ class GRPOTrainer:
                 optimizer=self.optimizer if cfg.checkpoint.save_optimizer else None,
                 trainer_state={"step": self.step, "cursor": self.cursor, "totals": self.totals,
                                "config_hash": cfg.config_hash(),
-                               "best": self.best.model_dump(mode="json") if self.best else None},
+                               "best": self.best.model_dump(mode="json") if self.best else None,
+                               **({"guard_changed": {k: None if v is None else v.model_dump()
+                                                     for k, v in self.guard_changed.items()}}
+                                  if self.guard_changed else {})},
                 manifest_fields={
                     "base_model": self._base_model(),
                     "dataset_hash": file_digest(Path(cfg.data.path)),

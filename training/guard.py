@@ -9,16 +9,21 @@ benchmarks/results/decision_margin_closest_call.json): whatever token a loss sel
 tips some of those near ties. Filtering the loss cannot see them; checking the update can. Before the first update
 the starting policy runs greedily on a few training tasks of every group and its passing episodes are held; after
 each optimizer step they are teacher-forced (one no-grad forward, the shared system prompt once) and every held
-decision whose token is no longer the argmax counts as a flip. Too many flips: the step is moved back half way,
-again up to `backtrack` times, then dropped -- a line search whose acceptance test is "the greedy passes we can see
-are still passes".
+decision whose token is no longer the argmax counts as a flip. With `keep: passes` (the default) an episode with a
+flip is decoded again greedily under the new weights and verified: the step stands when at most `max_lost` of those
+fail, and the new passing episodes are held from then on (an equally good path is not a loss). With `keep:
+decisions` every flip counts against `max_flips`. A step that fails the test is moved back half way, again up to
+`backtrack` times, then dropped -- a line search whose acceptance test is "the greedy passes we can see are still
+passes". Measured on learn_workplace (session 32) `decisions` dropped every step: under bf16 autocast the logits are
+rounded to 1/8 near 20 and the held decisions' smallest leads are one such step, so an eighth of an update flips some.
 
 Held decisions are the generated tokens (loss mask 1) the starting policy's own teacher-forced forward puts first;
 a token it generated under the KV cache but does not rank first when teacher-forced is a numerical tie and is left
 out (counted as `ties`), so a step is never blamed for the difference between two forward paths.
 
 The held set is written to `guard.json` in the output folder before the first update and read back on resume, so a
-resumed run keeps the starting policy's decisions, not the checkpoint's. With momentum or AdamW the optimizer state
+resumed run keeps the starting policy's decisions, not the checkpoint's; the episodes `keep: passes` replaced since
+are saved in each checkpoint's trainer state and applied on top. With momentum or AdamW the optimizer state
 keeps the step's gradient whatever part of the step the guard keeps; with plain SGD a step kept at scale s is exactly
 a step at s x the rate.
 """
@@ -72,9 +77,13 @@ def describe(held: HeldSet, records: Sequence[dict[str, Any]]) -> str:
     """One line for the CLI: what the guard held, and what it did to the run's steps (from its metrics records)."""
     scales = [r["guard_scale"] for r in records if r.get("guard_scale") is not None]
     whole, dropped = sum(v == 1.0 for v in scales), sum(v == 0.0 for v in scales)
+    redecoded = sum(r.get("guard_redecoded") or 0 for r in records)
+    lost = sum(r.get("guard_lost") or 0 for r in records)
+    again = (f"; {redecoded:g} held episodes decoded again after a kept step, {lost:g} of them lost"
+             if any("guard_redecoded" in r for r in records) else "")
     return (f"guard: held {held.decisions} decisions of {held.passed} passing greedy episodes on {held.tasks_probed} "
             f"training tasks ({held.per_group} per {held.by}); steps kept whole {whole}, cut back "
-            f"{len(scales) - whole - dropped}, dropped {dropped} of {len(scales)}")
+            f"{len(scales) - whole - dropped}, dropped {dropped} of {len(scales)}{again}")
 
 
 def write_held(folder: Path, held: HeldSet) -> Path:
@@ -91,13 +100,20 @@ def read_held(folder: Path) -> HeldSet | None:
     return HeldSet.model_validate_json(path.read_text())
 
 
+TIE_WON = 1e-30  # the lead of a token tied with another that greedy decoding still picks (the lower index)
+
+
 def token_leads(logits: Tensor, targets: Tensor) -> Tensor:
-    """Per row, the target's logit minus the largest other logit: > 0 while the target is the argmax (its lead over
-    the runner-up, in nats of log-probability), < 0 once another token is ahead. (N, V), (N,) -> (N,)."""
+    """Per row, the target's logit minus the largest other logit, signed by what greedy decoding picks: > 0 while the
+    target is the argmax (its lead over the runner-up, in nats of log-probability), <= 0 once another token is picked.
+    A tie goes as torch.argmax breaks it, to the lower token index: a tie the target wins is TIE_WON, one it loses 0.
+    Why ties matter: under bf16 autocast logits are rounded to 1/8 near 20, so ties are common. (N, V), (N,) -> (N,)."""
     logits = logits.float()
     chosen = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     others = logits.scatter(-1, targets.unsqueeze(-1), float("-inf"))
-    return chosen - others.max(-1).values
+    lead = chosen - others.max(-1).values
+    picked = logits.argmax(-1) == targets
+    return torch.where(picked, lead.clamp_min(TIE_WON), lead.clamp_max(0.0))
 
 
 def backtrack_scales(backtrack: int) -> list[float]:
@@ -162,9 +178,13 @@ def held_episodes(samples: Iterable[Any], model: Any, pad_id: int, autocast_bf16
 
 
 def count_flips(episodes: Sequence[HeldEpisode], leads: list[list[float]]) -> int:
-    """Held decisions whose token is no longer the argmax (lead <= 0: a tie counts, greedy decoding could go either
-    way)."""
+    """Held decisions greedy decoding no longer picks (lead <= 0, `token_leads`)."""
     return sum(1 for e, lead in zip(episodes, leads) for h, v in zip(e.held, lead) if h and v <= 0)
+
+
+def flipped_episodes(episodes: Sequence[HeldEpisode], leads: list[list[float]]) -> list[int]:
+    """Indices of the episodes greedy decoding would no longer reproduce (at least one held decision flipped)."""
+    return [i for i, (e, lead) in enumerate(zip(episodes, leads)) if any(h and v <= 0 for h, v in zip(e.held, lead))]
 
 
 @dataclass
