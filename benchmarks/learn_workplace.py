@@ -200,10 +200,13 @@ def _grpo_setup(a: argparse.Namespace) -> str:
                   f"{a.grpo_retain_below:g} probability (data.focus.retain_per_step, the retain anchor)")
     guard = _grpo_guard(a)
     if guard:
+        test = (f"still decode token for token (at most {guard['max_flips']} held decisions flipped)"
+                if guard["keep"] == "decisions" else
+                f"still pass (an episode with a flipped decision decoded again greedily and verified, at most "
+                f"{guard['max_lost']} lost; the new passing episodes held from then on)")
         focus += (f"; every step kept only as far as the SFT model's passing greedy episodes on the first "
-                  f"{guard['per_group']} training tasks of each template still decode token for token (at most "
-                  f"{guard['max_flips']} held decisions flipped; else the step halved, up to {guard['backtrack']} "
-                  "times, then dropped: the guard)")
+                  f"{guard['per_group']} training tasks of each template {test}; else the step halved, up to "
+                  f"{guard['backtrack']} times, then dropped (guard, keep: {guard['keep']})")
     return (f"{a.grpo_batch} episodes per step ({a.grpo_group} per prompt), {how}lr {a.grpo_lr}{schedule}, {optimizer}, "
             f"loss {a.grpo_loss}{policy}{kl}, negative advantages x{a.grpo_negative_weight}, {decoding}{forks}{zvp_text}"
             f"{guided}{sft}{best}{focus}")
@@ -213,8 +216,8 @@ def _grpo_guard(a: argparse.Namespace) -> dict | None:
     """The GRPO stage's guard section (None: every step kept whole)."""
     if not a.grpo_guard_per_group:
         return None
-    return {"by": "template", "per_group": a.grpo_guard_per_group, "max_flips": a.grpo_guard_max_flips,
-            "backtrack": a.grpo_guard_backtrack}
+    return {"by": "template", "per_group": a.grpo_guard_per_group, "keep": a.grpo_guard_keep,
+            "max_lost": a.grpo_guard_max_lost, "max_flips": a.grpo_guard_max_flips, "backtrack": a.grpo_guard_backtrack}
 
 
 def _grpo_record(a: argparse.Namespace) -> dict:
@@ -377,7 +380,9 @@ def grpo(cfg: Any, init_from: str, deadline: float, eval_s: float) -> tuple[Any,
         print(f"grpo {rec['step']}: reward {rec.get('reward_mean')} pass {rec.get('pass_rate')} "
               f"kept {rec.get('groups_kept')}/{rec.get('groups_sampled')} {rec['step_time_s']:.0f}s"
               + (f" guard: kept {rec['guard_scale']:g} of the step ({rec['guard_flips_whole_step']:g} held decisions "
-                 f"the whole step flipped, {rec['guard_s']:.0f}s)" if "guard_scale" in rec else ""), flush=True)
+                 f"the whole step flipped; {rec.get('guard_redecoded', 0):g} episodes decoded again at the kept part, "
+                 f"{rec.get('guard_lost', 0):g} lost; {rec['guard_s']:.0f}s)" if "guard_scale" in rec else ""),
+              flush=True)
 
     class Budget(GRPOTrainer):
         def train_step(self):
@@ -396,7 +401,7 @@ def grpo(cfg: Any, init_from: str, deadline: float, eval_s: float) -> tuple[Any,
             "step_time_s", "completion_len_mean", "tokens_per_s", "demo_pass_rate", "sft_nll", "grad_norm",
             "eval_pass_at_1", "eval_time_s", "divergence_tokens", "entropy", "retain_demos", "retain_tokens",
             "retain_nll", "guided_from_mistake", "divergence_pairs", "divergence_pairs_kept", "guard_scale", "guard_flips",
-            "guard_flips_whole_step", "guard_checks", "guard_s")
+            "guard_flips_whole_step", "guard_redecoded", "guard_lost", "guard_checks", "guard_s")
     return trainer, [{k: m.get(k) for k in keep if k in m} for m in metrics]
 
 
@@ -688,8 +693,14 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--grpo-guard-per-group", type=int, default=0,
                     help="guard.per_group: hold the SFT model's passing greedy episodes on this many training tasks of "
                     "each template and keep every step only as far as they still decode token for token (0: off)")
+    ap.add_argument("--grpo-guard-keep", choices=["passes", "decisions"], default="passes",
+                    help="guard.keep: 'passes' decodes an episode with a flipped decision again and keeps the step "
+                    "when it still passes; 'decisions' keeps a step only when no more than --grpo-guard-max-flips "
+                    "held decisions flipped")
+    ap.add_argument("--grpo-guard-max-lost", type=int, default=0, help="guard.max_lost: held passes a kept step may "
+                    "lose (keep: passes)")
     ap.add_argument("--grpo-guard-max-flips", type=int, default=0, help="guard.max_flips: held decisions a kept "
-                    "step may flip")
+                    "step may flip (keep: decisions)")
     ap.add_argument("--grpo-guard-backtrack", type=int, default=3, help="guard.backtrack: halvings of a step that "
                     "flips more before it is dropped")
     ap.add_argument("--grpo-zvp-alpha", type=float, default=None, help="loss.zero_variance_alpha (RL-ZVP): train on "

@@ -349,7 +349,8 @@ class GuardSection(_Strict):
     """Keep each update only as far as it leaves the starting policy's greedy passes as they were (training/guard.py).
 
     Before the first update the starting policy runs greedily on the first `per_group` training tasks of each group
-    (`by`, a task metadata key); its passing episodes are held (`guard.json` in the output folder). After every
+    (`by`, a task metadata key); its passes, decoded again one task at a time (in a batch other tasks' padding
+    changes bf16 rounding), are held (`guard.json` in the output folder). After every
     optimizer step they are teacher-forced. `keep: passes`: an episode with a generated token that is no longer the
     argmax is decoded again greedily and verified, and the step stands when at most `max_lost` of those fail (the new
     passing episodes are held from then on); `keep: decisions`: at most `max_flips` such tokens. Otherwise the step

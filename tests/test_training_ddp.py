@@ -84,3 +84,20 @@ def test_sft_under_accelerate_launch_writes_one_complete_model_folder(tmp_path):
     assert info["optimizer_moments"] > 0
     assert (sft / "sft_moments.pt").is_file() and (sft / "model.safetensors").is_file()
     assert not list(tmp_path.glob("run/.tmp-*"))
+
+
+@pytest.mark.slow
+def test_the_guard_gives_both_ranks_the_same_verdict(tmp_path):
+    """guard under DDP: every rank checks the whole held set on identical weights, so both cut the same steps back
+    by the same part and end with one model."""
+    from test_training_guard import _reward_file
+
+    cfg = _tiny_yaml(tmp_path, steps=3, checkpoint__every=3, reward__function=f"{_reward_file(tmp_path)}:by_op",
+                     optim__optimizer="sgd", optim__lr=300.0, optim__max_grad_norm=None, rollout__max_new_tokens=12,
+                     overlong__buffer_tokens=2, guard={"by": "op", "per_group": 4, "backtrack": 2})
+    _launch(tmp_path, SCRIPT, cfg)
+    ranks = [json.loads((tmp_path / "run" / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0]["hash"] == ranks[1]["hash"]
+    lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert len(lines) == 3 and any(r["guard_scale"] < 1.0 for r in lines)
+    assert (tmp_path / "run" / "guard.json").is_file()

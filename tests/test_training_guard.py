@@ -161,12 +161,12 @@ def test_a_small_step_is_kept_whole_and_a_resume_keeps_the_starting_policys_deci
     monkeypatch.setattr(train_eval, "greedy_pass_at_1", counted)
     cfg = _cfg(tmp_path, 1e-4, {"by": "op", "per_group": 3})
     GRPOTrainer(cfg, stop_after=2).train()  # "killed" after step 2's checkpoint
-    assert probes == [6]
+    assert probes == [6, 3]  # 3 tasks of each op, then the 3 passes (the additions) decoded again one at a time
     first = read_held(Path(cfg.output_dir))
     resumed = GRPOTrainer(cfg)
     resumed.train()
     assert resumed.resumed_from.name == "step-2" and resumed.step == 4
-    assert probes == [6]  # read back, not probed again from the checkpoint
+    assert probes == [6, 3]  # read back, not probed again from the checkpoint
     assert resumed.held == first
     lines = [json.loads(x) for x in (Path(cfg.output_dir) / "metrics.jsonl").read_text().splitlines()]
     assert [r["guard_scale"] for r in lines] == [1.0] * 4 and [r["guard_checks"] for r in lines] == [1.0] * 4

@@ -441,8 +441,13 @@ class GRPOTrainer:
                 from training.train_eval import greedy_pass_at_1
 
                 t0 = time.perf_counter()
-                r = greedy_pass_at_1(self.model, self.tok, self.cfg, probe, reward=self.reward, keep_samples=True)
-                episodes, ties = held_episodes(r["samples"], self.model, self.tok.pad_token_id, self.autocast_bf16)
+                r = greedy_pass_at_1(self.model, self.tok, self.cfg, probe, reward=self.reward)
+                # the passes decoded again one task at a time, as `_guard_check` decodes them: in a batch, other
+                # tasks' padding changes the rounding, so a batched pass need not be the task's own greedy episode
+                passes = [t for t in probe if t.id in set(r["passed_ids"])]
+                alone = greedy_pass_at_1(self.model, self.tok, self.cfg, passes, reward=self.reward,
+                                         keep_samples=True, batch=1)
+                episodes, ties = held_episodes(alone["samples"], self.model, self.tok.pad_token_id, self.autocast_bf16)
                 if not episodes:
                     raise TrainingError(
                         f"guard: the starting policy passes none of the {len(probe)} training tasks it ran greedily "
@@ -501,7 +506,10 @@ class GRPOTrainer:
         from training.train_eval import greedy_pass_at_1
 
         tasks = [self.guard_tasks[self.held_now[i].task_id] for i in moved]
-        r = greedy_pass_at_1(self.model, self.tok, self.cfg, tasks, reward=self.reward, keep_samples=True)
+        # one task at a time: a left-padded batch's shapes change bf16 rounding, and the same weights decoded beside
+        # other tasks lost 2 of 48 held passes on learn_workplace (benchmarks/batch_noise.py); alone, an episode
+        # depends on the weights only
+        r = greedy_pass_at_1(self.model, self.tok, self.cfg, tasks, reward=self.reward, keep_samples=True, batch=1)
         lost = len(tasks) - len(r["passed_ids"])
         stats = {"guard_flips": float(flips), "guard_redecoded": float(len(tasks)), "guard_lost": float(lost)}
         if lost > guard.max_lost:

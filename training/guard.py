@@ -7,7 +7,9 @@ flipped 19-48 of 265 greedy test outcomes, most of them passes in templates it n
 passes the SFT model makes along its demonstration hold a decision it makes by less than 1 nat (sessions 27-31,
 benchmarks/results/decision_margin_closest_call.json): whatever token a loss selects, an update of the shared layers
 tips some of those near ties. Filtering the loss cannot see them; checking the update can. Before the first update
-the starting policy runs greedily on a few training tasks of every group and its passing episodes are held; after
+the starting policy runs greedily on a few training tasks of every group and its passes, decoded again one task at
+a time (as the check decodes them: in a left-padded batch the other tasks' lengths change bf16 rounding,
+benchmarks/batch_noise.py), are held; after
 each optimizer step they are teacher-forced (one no-grad forward, the shared system prompt once) and every held
 decision whose token is no longer the argmax counts as a flip. With `keep: passes` (the default) an episode with a
 flip is decoded again greedily under the new weights and verified: the step stands when at most `max_lost` of those
