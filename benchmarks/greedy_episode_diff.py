@@ -79,7 +79,9 @@ def episode_cache_key(model_dir: str, data: Path, tasks: list, settings: dict) -
     world, manifest), the evaluated task ids, the tool-loop and batching settings, and the source of the packages the
     evaluation runs. Why: greedy evaluation is deterministic on a machine (the SFT model, re-trained in sessions 24
     and 26, scored the same 85 of the 265 test tasks, and two evaluations of it in session 27 gave the same verdict
-    and failure reason on every task), so a policy compared against several stages -- the SFT model, every time --
+    and failure reason on every task; the batching is part of the key, since in batches of 16 instead of 48 the SFT
+    model decodes 38 of the 265 episodes differently, 1 verdict flipped: batch_noise_sft_bf16.json), so a policy
+    compared against several stages -- the SFT model, every time --
     is evaluated once (16 min on the whole test split) instead of once per comparison; any change to one of these
     inputs, the evaluation's code included, makes a new key."""
     from training.checkpoints import file_digest, weight_files, weights_digest

@@ -506,9 +506,9 @@ class GRPOTrainer:
         from training.train_eval import greedy_pass_at_1
 
         tasks = [self.guard_tasks[self.held_now[i].task_id] for i in moved]
-        # one task at a time: a left-padded batch's shapes change bf16 rounding, and the same weights decoded beside
-        # other tasks lost 2 of 48 held passes on learn_workplace (benchmarks/batch_noise.py); alone, an episode
-        # depends on the weights only
+        # one task at a time: a left-padded batch's shapes change bf16 rounding -- the same weights in batches of 16
+        # instead of 48 decoded 38 of learn_workplace's 265 test episodes differently (1 verdict flipped;
+        # benchmarks/results/batch_noise_sft_bf16.json); alone, an episode depends on the weights only
         r = greedy_pass_at_1(self.model, self.tok, self.cfg, tasks, reward=self.reward, keep_samples=True, batch=1)
         lost = len(tasks) - len(r["passed_ids"])
         stats = {"guard_flips": float(flips), "guard_redecoded": float(len(tasks)), "guard_lost": float(lost)}
