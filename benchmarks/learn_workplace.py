@@ -692,7 +692,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "members part inside the arguments of the same tool's call, so no tool-name token is trained")
     ap.add_argument("--grpo-guard-per-group", type=int, default=0,
                     help="guard.per_group: hold the SFT model's passing greedy episodes on this many training tasks of "
-                    "each template and keep every step only as far as they still decode token for token (0: off)")
+                    "each template and keep every step only as far as they still pass (--grpo-guard-keep; 0: off)")
     ap.add_argument("--grpo-guard-keep", choices=["passes", "decisions"], default="passes",
                     help="guard.keep: 'passes' decodes an episode with a flipped decision again and keeps the step "
                     "when it still passes; 'decisions' keeps a step only when no more than --grpo-guard-max-flips "

@@ -359,7 +359,11 @@ class GuardSection(_Strict):
 
     Why: on learn_workplace every focused GRPO stage flipped 19-48 of 265 greedy test outcomes, most of them passes
     in templates it never trained, and almost every pass holds a near tie somewhere (26 of 29 below 1 nat); no
-    choice of trained tokens (sessions 27-31) kept those from tipping. A check on the update sees them directly."""
+    choice of trained tokens (sessions 27-31) kept those from tipping. A check on the update sees them directly.
+    Cost: a copy of the trained weights per step (two when a step is cut back), one no-grad forward of the held
+    episodes per check, and the flipped ones decoded again. Measured on learn_workplace (session 32, 4 per template:
+    104 tasks, 46-48 passes held): no step of the record's recipe survived -- every part tried, down to 1/8 of a
+    step, lost a held training pass -- so the guarded stage returns its starting policy there."""
 
     by: str = "template"
     per_group: int = Field(2, ge=1)

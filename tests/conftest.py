@@ -22,6 +22,23 @@ def embedded():
 
 
 @pytest.fixture()
+def probe_counts(monkeypatch):
+    """The real `greedy_pass_at_1`, each call's task count recorded: whether a run probed its starting policy (a
+    resumed run must read its first attempt's choice back instead)."""
+    import training.train_eval as train_eval
+
+    calls: list[int] = []
+    real = train_eval.greedy_pass_at_1
+
+    def counted(model, tok, cfg, tasks, **kw):
+        calls.append(len(tasks))
+        return real(model, tok, cfg, tasks, **kw)
+
+    monkeypatch.setattr(train_eval, "greedy_pass_at_1", counted)
+    return calls
+
+
+@pytest.fixture()
 def studio_ws(tmp_path, monkeypatch):
     """A fresh studio workspace and RLVR home for one test. The embedded model's cache is linked from the real home
     (built once if missing), so pages that load the model never rebuild it per test."""

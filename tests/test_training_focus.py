@@ -65,18 +65,10 @@ def _cfg(tmp_path: Path, **changes):
     return load_train_config(_tiny_yaml(tmp_path, **{**settings, **changes}))
 
 
-def test_the_run_trains_only_on_the_failed_kind_and_a_resume_reuses_the_choice(tmp_path, monkeypatch):
-    import training.train_eval as train_eval
+def test_the_run_trains_only_on_the_failed_kind_and_a_resume_reuses_the_choice(tmp_path, probe_counts):
     from training.grpo import GRPOTrainer, TrainingError
 
-    probes: list[int] = []
-    real = train_eval.greedy_pass_at_1
-
-    def counted(model, tok, cfg, tasks, **kw):  # the real evaluation, counted
-        probes.append(len(tasks))
-        return real(model, tok, cfg, tasks, **kw)
-
-    monkeypatch.setattr(train_eval, "greedy_pass_at_1", counted)
+    probes = probe_counts
     cfg = _cfg(tmp_path)
     first = GRPOTrainer(cfg, stop_after=2)
     first.train()  # "killed" after step 2's checkpoint

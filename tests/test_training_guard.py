@@ -147,18 +147,10 @@ def test_a_held_episode_that_changed_but_still_passes_is_held_as_decoded_now_and
     assert resumed.guard_changed == trainer.guard_changed
 
 
-def test_a_small_step_is_kept_whole_and_a_resume_keeps_the_starting_policys_decisions(tmp_path, monkeypatch):
-    import training.train_eval as train_eval
+def test_a_small_step_is_kept_whole_and_a_resume_keeps_the_starting_policys_decisions(tmp_path, probe_counts):
     from training.grpo import GRPOTrainer, TrainingError
 
-    probes: list[int] = []
-    real = train_eval.greedy_pass_at_1
-
-    def counted(model, tok, cfg, tasks, **kw):  # the real evaluation, counted
-        probes.append(len(tasks))
-        return real(model, tok, cfg, tasks, **kw)
-
-    monkeypatch.setattr(train_eval, "greedy_pass_at_1", counted)
+    probes = probe_counts
     cfg = _cfg(tmp_path, 1e-4, {"by": "op", "per_group": 3})
     GRPOTrainer(cfg, stop_after=2).train()  # "killed" after step 2's checkpoint
     assert probes == [6, 3]  # 3 tasks of each op, then the 3 passes (the additions) decoded again one at a time

@@ -375,32 +375,26 @@ class GRPOTrainer:
 
         start, data = self._base_model(), self.cfg.data
         probed = f"{data.eval_path or data.path}:{data.eval_split}"
-        choice = read_focus(self.out)
-        if choice is None or not choice.matches(focus, start, probed):
-            if self.resumed_from is not None:
-                raise TrainingError(
-                    f"data.focus: {self.out / FOCUS_FILE} is missing or was chosen with other settings (or another "
-                    f"starting model) than this run, which resumes from {self.resumed_from}: the tasks it trained on "
-                    "are unknown; restore the file, or start in a fresh output_dir")
-            if self.dist.main:
-                t0 = time.perf_counter()
-                probe = probe_sample(load_train_tasks(self.cfg, eval_split=True), focus.by, focus.probe_per_group)
-                if not probe:
-                    raise TrainingError(f"data.focus probes the eval split: no tasks in {data.eval_path or data.path} "
-                                        f"(split {data.eval_split!r}); set data.eval_split or data.eval_path")
-                from training.train_eval import greedy_pass_at_1
 
-                placed = bool(focus.mistake_from_turn) or focus.mistake_kind != "any"
-                r = greedy_pass_at_1(self.model, self.tok, self.cfg, probe, reward=self.reward, keep_episodes=placed)
-                try:
-                    mistakes = probe_mistakes(probe, r["episodes"]) if placed else None
-                    choice = choose_focus(self.tasks, probe_groups(probe, r["passed_ids"], focus.by, mistakes), focus,
-                                          start, probed)
-                except ValueError as exc:
-                    raise TrainingError(str(exc)) from exc
-                write_focus(self.out, choice.model_copy(update={"probe_s": round(time.perf_counter() - t0, 1)}))
-            self.dist.barrier()
-            choice = read_focus(self.out)
+        def make() -> None:
+            t0 = time.perf_counter()
+            probe = probe_sample(load_train_tasks(self.cfg, eval_split=True), focus.by, focus.probe_per_group)
+            if not probe:
+                raise TrainingError(f"data.focus probes the eval split: no tasks in {data.eval_path or data.path} "
+                                    f"(split {data.eval_split!r}); set data.eval_split or data.eval_path")
+            from training.train_eval import greedy_pass_at_1
+
+            placed = bool(focus.mistake_from_turn) or focus.mistake_kind != "any"
+            r = greedy_pass_at_1(self.model, self.tok, self.cfg, probe, reward=self.reward, keep_episodes=placed)
+            try:
+                mistakes = probe_mistakes(probe, r["episodes"]) if placed else None
+                choice = choose_focus(self.tasks, probe_groups(probe, r["passed_ids"], focus.by, mistakes), focus,
+                                      start, probed)
+            except ValueError as exc:
+                raise TrainingError(str(exc)) from exc
+            write_focus(self.out, choice.model_copy(update={"probe_s": round(time.perf_counter() - t0, 1)}))
+        choice = self._made_once("data.focus", self.out / FOCUS_FILE, "chosen", "the tasks it trained on",
+                                 lambda: read_focus(self.out), lambda c: c.matches(focus, start, probed), make)
         self.focus = choice
         if focus.retain_per_step:
             from training.retain import retain_groups
@@ -414,6 +408,25 @@ class GRPOTrainer:
                     f"policy passes above max_pass_rate {focus.max_pass_rate:g}, and no training task is in one "
                     f"(groups above the bar: {sorted(solved) or 'none'}); set data.focus.retain_per_step to 0")
         self.tasks = focused_tasks(self.tasks, choice)
+
+    def _made_once(self, name: str, path: Path, verb: str, at_stake: str, read: Callable[[], Any],
+                   fits: Callable[[Any], bool], make: Callable[[], None]) -> Any:
+        """What a run decides from its starting policy before the first update (data.focus's choice, guard's held
+        set): read back from `path` when it fits this run's settings, else made on the main rank (`make` writes it)
+        and read by every rank. A resumed run never makes it again from the checkpoint it resumes from: when the
+        file is missing or does not fit, it is refused, naming what would be unknown."""
+        got = read()
+        if got is None or not fits(got):
+            if self.resumed_from is not None:
+                raise TrainingError(
+                    f"{name}: {path} is missing or was {verb} with other settings (or another starting model) than "
+                    f"this run, which resumes from {self.resumed_from}: {at_stake} are unknown; restore the file, or "
+                    "start in a fresh output_dir")
+            if self.dist.main:
+                make()
+            self.dist.barrier()
+            got = read()
+        return got
 
     def _hold_guard(self) -> None:
         """guard: the starting policy's passing greedy episodes on the first guard.per_group training tasks of each
@@ -430,34 +443,28 @@ class GRPOTrainer:
 
         start = self._base_model()
         probe = probe_sample(self.tasks, guard.by, guard.per_group)
-        held = read_held(self.out)
-        if held is None or not held.matches(guard, start):
-            if self.resumed_from is not None:
-                raise TrainingError(
-                    f"guard: {self.out / GUARD_FILE} is missing or was held with other settings (or another starting "
-                    f"model) than this run, which resumes from {self.resumed_from}: the decisions its steps kept are "
-                    "unknown; restore the file, or start in a fresh output_dir")
-            if self.dist.main:
-                from training.train_eval import greedy_pass_at_1
 
-                t0 = time.perf_counter()
-                r = greedy_pass_at_1(self.model, self.tok, self.cfg, probe, reward=self.reward)
-                # the passes decoded again one task at a time, as `_guard_check` decodes them: in a batch, other
-                # tasks' padding changes the rounding, so a batched pass need not be the task's own greedy episode
-                passes = [t for t in probe if t.id in set(r["passed_ids"])]
-                alone = greedy_pass_at_1(self.model, self.tok, self.cfg, passes, reward=self.reward,
-                                         keep_samples=True, batch=1)
-                episodes, ties = held_episodes(alone["samples"], self.model, self.tok.pad_token_id, self.autocast_bf16)
-                if not episodes:
-                    raise TrainingError(
-                        f"guard: the starting policy passes none of the {len(probe)} training tasks it ran greedily "
-                        f"(guard.per_group {guard.per_group} per {guard.by}), so there is nothing to hold; raise "
-                        "guard.per_group, or drop the guard section")
-                write_held(self.out, HeldSet(start=start, by=guard.by, per_group=guard.per_group,
-                                             tasks_probed=len(probe), passed=len(episodes), ties=ties,
-                                             probe_s=round(time.perf_counter() - t0, 1), episodes=episodes))
-            self.dist.barrier()
-            held = read_held(self.out)
+        def make() -> None:
+            from training.train_eval import greedy_pass_at_1
+
+            t0 = time.perf_counter()
+            r = greedy_pass_at_1(self.model, self.tok, self.cfg, probe, reward=self.reward)
+            # the passes decoded again one task at a time, as `_guard_check` decodes them: in a batch, other
+            # tasks' padding changes the rounding, so a batched pass need not be the task's own greedy episode
+            passes = [t for t in probe if t.id in set(r["passed_ids"])]
+            alone = greedy_pass_at_1(self.model, self.tok, self.cfg, passes, reward=self.reward,
+                                     keep_samples=True, batch=1)
+            episodes, ties = held_episodes(alone["samples"], self.model, self.tok.pad_token_id, self.autocast_bf16)
+            if not episodes:
+                raise TrainingError(
+                    f"guard: the starting policy passes none of the {len(probe)} training tasks it ran greedily "
+                    f"(guard.per_group {guard.per_group} per {guard.by}), so there is nothing to hold; raise "
+                    "guard.per_group, or drop the guard section")
+            write_held(self.out, HeldSet(start=start, by=guard.by, per_group=guard.per_group,
+                                         tasks_probed=len(probe), passed=len(episodes), ties=ties,
+                                         probe_s=round(time.perf_counter() - t0, 1), episodes=episodes))
+        held = self._made_once("guard", self.out / GUARD_FILE, "held", "the decisions its steps kept",
+                               lambda: read_held(self.out), lambda h: h.matches(guard, start), make)
         self.held = held
         self.guard_tasks = {t.id: t for t in probe}
         changed = {k: (None if v is None else HeldEpisode.model_validate(v))
