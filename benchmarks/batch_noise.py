@@ -38,7 +38,7 @@ def flips(tasks: list, first: dict, other: dict) -> dict:
 
 def main() -> None:
     from generators.task_io import atomic_write_bytes
-    from greedy_episode_diff import add_eval_arguments, episode_cache_key, episodes, eval_setup
+    from greedy_episode_diff import add_eval_arguments, episode_cache_key, episodes, eval_settings, eval_setup
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_eval_arguments(ap)
@@ -55,9 +55,7 @@ def main() -> None:
     wall: dict[str, float] = {}
     for b in a.batches:
         # greedy_episode_diff's settings, so either benchmark reuses the other's cached episodes of these weights
-        settings = {k: getattr(a, k) for k in ("tools", "max_turns", "max_new_tokens", "precision")}
-        settings.update(batch=b, threads=threads)
-        key = episode_cache_key(a.model, a.work / f"data-{a.tools}", tasks, settings)
+        key = episode_cache_key(a.model, a.work / f"data-{a.tools}", tasks, eval_settings(a, threads, b))
         t0 = time.time()
         runs[b], _, cached = episodes(a.model, cfg, tasks, threads, b, cache, key)
         wall[f"batch_{b}"] = round(time.time() - t0, 1)

@@ -71,6 +71,14 @@ def eval_setup(a: argparse.Namespace) -> tuple[int, Any, list]:
     return threads, eval_config(a.work, a.tools, a.max_turns, a.max_new_tokens, a.precision, threads), tasks
 
 
+def eval_settings(a: argparse.Namespace, threads: int, batch: int) -> dict:
+    """The evaluation settings an episode cache key holds (`episode_cache_key`): the tool loop's, the precision, the
+    batching and the threads -- one dict for every benchmark that reads or writes the cache."""
+    settings = {k: getattr(a, k) for k in ("tools", "max_turns", "max_new_tokens", "precision")}
+    settings.update(batch=batch, threads=threads)
+    return settings
+
+
 EVAL_CODE = ("training", "rewards", "schemas", "generators")  # the packages whose code decides an episode
 
 
@@ -161,8 +169,7 @@ def main() -> None:
     a = ap.parse_args()
     threads, cfg, tasks = eval_setup(a)
     cache = None if a.no_cache else a.work / "episode_cache"
-    settings = {k: getattr(a, k) for k in ("tools", "max_turns", "max_new_tokens", "precision", "batch")}
-    settings["threads"] = threads
+    settings = eval_settings(a, threads, a.batch)
     data = a.work / f"data-{a.tools}"
     runs = {}
     for side in ("before", "after"):

@@ -134,7 +134,9 @@ def test_a_held_episode_that_changed_but_still_passes_is_held_as_decoded_now_and
     trainer.train()
     decoded = trainer.held_now[0]
     space = trainer.tok.encode(" ")[0]
-    trainer.held_now[0] = decoded.model_copy(update={"completion_ids": [space] * len(decoded.completion_ids)})
+    # as if an earlier check had held it so: the held set reads each task's episode through guard_changed
+    trainer.guard_changed[decoded.task_id] = decoded.model_copy(
+        update={"completion_ids": [space] * len(decoded.completion_ids)})
     ok, stats = trainer._guard_check()
     assert ok and stats["guard_redecoded"] == 1 and stats["guard_lost"] == 0 and stats["guard_flips"] > 0
     assert trainer.held_now[0].completion_ids == decoded.completion_ids  # what greedy decoding gives now

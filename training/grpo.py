@@ -174,7 +174,6 @@ class GRPOTrainer:
         self.focus: Any = None  # data.focus's FocusChoice (training/focus.py), once train() has made or read it
         self.retain_tasks: list[TaskRow] = []  # data.focus.retain_per_step's pool (training/retain.py)
         self.held: Any = None  # guard's HeldSet (training/guard.py), once train() has made or read it
-        self.held_now: list[Any] = []  # the episodes held now (keep: passes replaces those that changed and passed)
         self.guard_changed: dict[str, Any] = {}  # task id -> its replacement (None: lost), saved with checkpoints
         self.guard_tasks: dict[str, TaskRow] = {}
         self.resume_state: dict[str, Any] = {}
@@ -461,16 +460,23 @@ class GRPOTrainer:
                     f"(guard.per_group {guard.per_group} per {guard.by}), so there is nothing to hold; raise "
                     "guard.per_group, or drop the guard section")
             write_held(self.out, HeldSet(start=start, by=guard.by, per_group=guard.per_group,
-                                         tasks_probed=len(probe), passed=len(episodes), ties=ties,
+                                         tasks_probed=len(probe), ties=ties,
                                          probe_s=round(time.perf_counter() - t0, 1), episodes=episodes))
         held = self._made_once("guard", self.out / GUARD_FILE, "held", "the decisions its steps kept",
                                lambda: read_held(self.out), lambda h: h.matches(guard, start), make)
         self.held = held
         self.guard_tasks = {t.id: t for t in probe}
-        changed = {k: (None if v is None else HeldEpisode.model_validate(v))
-                   for k, v in self.resume_state.get("guard_changed", {}).items()}
-        self.guard_changed = changed
-        self.held_now = [changed.get(e.task_id, e) for e in held.episodes if changed.get(e.task_id, e) is not None]
+        self.guard_changed = {k: (None if v is None else HeldEpisode.model_validate(v))
+                              for k, v in self.resume_state.get("guard_changed", {}).items()}
+
+    @property
+    def held_now(self) -> list[Any]:
+        """The episodes held now: guard.json's, each replaced by the episode `keep: passes` held in its place since
+        (one the check lost, at most guard.max_lost a step, leaves the set)."""
+        if self.held is None:
+            return []
+        now = [self.guard_changed.get(e.task_id, e) for e in self.held.episodes]
+        return [e for e in now if e is not None]
 
     def _guard_step(self, snap: Any) -> dict[str, float]:
         """Check the step just taken against the held passes and keep the largest part of it (1, 1/2, ... of
@@ -503,16 +509,17 @@ class GRPOTrainer:
         from training.guard import count_flips, episode_leads, flipped_episodes, held_episodes
 
         guard = self.cfg.guard
-        leads = episode_leads(self.model, self.held_now, self.tok.pad_token_id, autocast_bf16=self.autocast_bf16)
-        flips = count_flips(self.held_now, leads)
+        held = self.held_now
+        leads = episode_leads(self.model, held, self.tok.pad_token_id, autocast_bf16=self.autocast_bf16)
+        flips = count_flips(held, leads)
         if guard.keep == "decisions":
             return flips <= guard.max_flips, {"guard_flips": float(flips)}
-        moved = flipped_episodes(self.held_now, leads)
+        moved = flipped_episodes(held, leads)
         if not moved:
             return True, {"guard_flips": float(flips), "guard_redecoded": 0.0, "guard_lost": 0.0}
         from training.train_eval import greedy_pass_at_1
 
-        tasks = [self.guard_tasks[self.held_now[i].task_id] for i in moved]
+        tasks = [self.guard_tasks[held[i].task_id] for i in moved]
         # one task at a time: a left-padded batch's shapes change bf16 rounding -- the same weights in batches of 16
         # instead of 48 decoded 38 of learn_workplace's 265 test episodes differently (1 verdict flipped;
         # benchmarks/results/batch_noise_sft_bf16.json); alone, an episode depends on the weights only
@@ -525,8 +532,6 @@ class GRPOTrainer:
         by_id = {e.task_id: e for e in fresh}
         for t in tasks:
             self.guard_changed[t.id] = by_id.get(t.id)
-        redone = {t.id for t in tasks}
-        self.held_now = [by_id.get(e.task_id, e) for e in self.held_now if e.task_id not in redone or e.task_id in by_id]
         return True, stats
 
     def _measure_start(self) -> None:

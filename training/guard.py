@@ -62,13 +62,17 @@ class HeldSet(BaseModel):
     by: str
     per_group: int
     tasks_probed: int
-    passed: int
     ties: int = 0  # generated tokens left out because the teacher-forced argmax was another token
     probe_s: float | None = None
     episodes: list[HeldEpisode] = Field(default_factory=list)
 
     def matches(self, guard: GuardSection, start: str) -> bool:
         return (self.start, self.by, self.per_group) == (start, guard.by, guard.per_group)
+
+    @property
+    def passed(self) -> int:
+        """The starting policy's passes held (each passed batched and again alone)."""
+        return len(self.episodes)
 
     @property
     def decisions(self) -> int:

@@ -47,8 +47,8 @@ def greedy_pass_at_1(
         for s in range(0, len(tasks), batch):
             for smp in collector(tasks[s:s + batch], 1, greedy):
                 results.append((smp.task_id, smp.result))
-                smp.passed = passed(smp.result)
                 if keep_samples:
+                    smp.passed = passed(smp.result)
                     kept.append(smp)
                 if keep_episodes:
                     episodes.append(_episode(tok, smp))
