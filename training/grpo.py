@@ -450,7 +450,8 @@ class GRPOTrainer:
             r = greedy_pass_at_1(self.model, self.tok, self.cfg, probe, reward=self.reward)
             # the passes decoded again one task at a time, as `_guard_check` decodes them: in a batch, other
             # tasks' padding changes the rounding, so a batched pass need not be the task's own greedy episode
-            passes = [t for t in probe if t.id in set(r["passed_ids"])]
+            passed = set(r["passed_ids"])
+            passes = [t for t in probe if t.id in passed]
             alone = greedy_pass_at_1(self.model, self.tok, self.cfg, passes, reward=self.reward,
                                      keep_samples=True, batch=1)
             episodes, ties = held_episodes(alone["samples"], self.model, self.tok.pad_token_id, self.autocast_bf16)
