@@ -1,5 +1,6 @@
 """Every GRPO stage judged on learn_workplace's whole test split, in one picture: the paired difference from its SFT
-model in points with the 95% bootstrap interval, and how many tasks it gained and lost.
+model in points with the 95% bootstrap interval, and how many tasks it gained and lost. A section with
+`"stage": "sft"` is a control (the same SFT model trained on by SFT alone) and is drawn apart, as a blue square.
 
     .venv/bin/python benchmarks/plot_full_split.py     # reads learn_workplace.json, writes learn_workplace_full_split.png
 
@@ -37,7 +38,7 @@ def split_stages(out: dict[str, Any]) -> list[dict[str, Any]]:
                      "after": sec["passed"]["after"], "n": sec.get("n", paired.get("n_tasks")),
                      "delta": paired["delta_points"], "ci": paired["ci95_points"],
                      "gained": len(paired.get("gained", [])), "lost": len(paired.get("lost", [])),
-                     "significant": bool(paired.get("significant"))})
+                     "significant": bool(paired.get("significant")), "control": sec.get("stage") == "sft"})
     return rows
 
 
@@ -50,15 +51,18 @@ def plot(rows: list[dict[str, Any]], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(10, 0.42 * len(rows) + 1.6))
     ys = list(range(len(rows)))[::-1]
     for y, r in zip(ys, rows):
-        color = "#c63" if r["significant"] and r["delta"] < 0 else "#2a7" if r["significant"] else "#888"
-        ax.errorbar(r["delta"], y, xerr=[[r["delta"] - r["ci"][0]], [r["ci"][1] - r["delta"]]], fmt="o",
-                    color=color, capsize=3)
+        color = ("#36c" if r["control"] else "#c63" if r["significant"] and r["delta"] < 0
+                 else "#2a7" if r["significant"] else "#888")
+        ax.errorbar(r["delta"], y, xerr=[[r["delta"] - r["ci"][0]], [r["ci"][1] - r["delta"]]],
+                    fmt="s" if r["control"] else "o", color=color, capsize=3)
         ax.text(max(r["ci"][1], 0) + 0.4, y, f"{r['before']} -> {r['after']} of {r['n']} (+{r['gained']} -{r['lost']})",
                 va="center", fontsize=7)
     ax.axvline(0, color="#69c", linewidth=1)
-    ax.set_yticks(ys, [f"{r['label']} (s{r['session']})" if r["session"] else r["label"] for r in rows], fontsize=7)
-    ax.set_xlabel("SFT + GRPO minus its SFT model, whole test split (points, paired 95% CI)")
-    ax.set_title("learn_workplace: every stage judged on all test tasks (red: significantly below SFT)", fontsize=9)
+    ax.set_yticks(ys, [(f"{r['label']} (s{r['session']})" if r["session"] else r["label"])
+                       + (", SFT only" if r["control"] else "") for r in rows], fontsize=7)
+    ax.set_xlabel("the stage minus its SFT model, whole test split (points, paired 95% CI)")
+    ax.set_title("learn_workplace: every stage judged on all test tasks (red: GRPO significantly below SFT; "
+                 "blue square: more SFT instead of GRPO)", fontsize=9)
     lo = min(r["ci"][0] for r in rows)
     ax.set_xlim(min(lo - 1, -1), max(max(r["ci"][1] for r in rows) + 12, 12))
     fig.tight_layout()

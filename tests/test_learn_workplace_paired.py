@@ -53,6 +53,8 @@ def test_the_whole_split_chart_reads_every_recorded_stage_and_refuses_one_withou
         assert (r["before"], r["after"]) == (sec["passed"]["before"], sec["passed"]["after"])
         assert r["ci"][0] <= r["delta"] <= r["ci"][1]
         assert r["after"] - r["before"] == r["gained"] - r["lost"]
+        assert r["control"] == (sec.get("stage") == "sft")  # more SFT instead of GRPO: drawn apart, not as a stage
+    assert any(r["control"] for r in rows) and not all(r["control"] for r in rows)
     png = plot(rows, tmp_path / "split.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     broken = {**out, "x_on_full_test_split": {"passed": {"before": 1, "after": 2}, "n": 3}}
