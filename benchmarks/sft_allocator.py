@@ -44,46 +44,40 @@ SFT_FLAGS = ("--part main --tasks 1200 --sft-batch 8 --sft-accum 1 --sft-lr 2e-4
              "--freeze-embeddings").split()
 
 
-def _rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def arm(name: str, model: str, data: Path, work: Path, steps: int, threads: int) -> dict:
     """One arm, in this process: `steps` SFT steps with learn_workplace's SFT section, timed step by step."""
     import learn_workplace as lw
 
-    from training.memory import lean_allocator, release_free_memory
+    from training.memory import lean_allocator, peak_rss_mb, release_free_memory, rss_mb
     from training.model import configure_threads, load_model
     from training.sft import run_sft
 
     configure_threads(threads)
     a = lw.build_parser().parse_args(SFT_FLAGS + ["--sft-steps", str(steps), "--work", str(work / name)])
-    a.sft_minutes = None
     cfg = lw._config(a, data, threads, "main", a.grpo_reward, a.grpo_steps)
     cfg = cfg.model_copy(update={"sft": cfg.sft.model_copy(update={"max_minutes": None, "save_optimizer": False})})
     m, tok = load_model(model, threads=threads)
-    marks: list[tuple[float, float, float]] = []  # (time, rss, loss) at each step's log
-    t0 = time.perf_counter()
+    out: dict = {"arm": name, "step_s": [], "rss_mb": [], "loss": []}
+    last = time.perf_counter()
 
     if name == "lean":
         lean_allocator()
 
     def on_log(rec: dict) -> None:  # TRL logs every step (logging_steps=1), after the optimizer step
+        nonlocal last
         if name != "glibc":
             release_free_memory()
         if "loss" in rec:
-            marks.append((time.perf_counter(), _rss_mb(), float(rec["loss"])))
-            print(f"{name} step {len(marks)}/{steps}: {marks[-1][0] - (marks[-2][0] if len(marks) > 1 else t0):.1f} s, "
-                  f"rss {marks[-1][1]:.0f} MB, loss {marks[-1][2]:.4f}", flush=True)
+            now = time.perf_counter()
+            out["step_s"].append(round(now - last, 2))
+            out["rss_mb"].append(round(rss_mb()))
+            out["loss"].append(float(rec["loss"]))
+            last = now
+            print(f"{name} step {len(out['loss'])}/{steps}: {out['step_s'][-1]:.1f} s, rss {out['rss_mb'][-1]} MB, "
+                  f"loss {out['loss'][-1]:.4f}", flush=True)
 
     run_sft(cfg, model=m, tokenizer=tok, out_dir=work / name / "sft", on_log=on_log)
-    times = [b[0] - a_[0] for a_, b in zip([(t0, 0, 0)] + marks[:-1], marks)]
-    return {"arm": name, "step_s": [round(t, 2) for t in times], "rss_mb": [round(r) for r in (m_[1] for m_ in marks)],
-            "loss": [m_[2] for m_ in marks], "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-            "minor_faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt}
+    return {**out, "peak_rss_mb": round(peak_rss_mb()), "minor_faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt}
 
 
 def summary(runs: dict[str, dict]) -> dict:

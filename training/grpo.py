@@ -57,7 +57,7 @@ from training.losses import (
     zero_variance_advantages,
     zero_variance_outcomes,
 )
-from training.memory import lean_allocator, release_during_backward, release_free_memory
+from training.memory import lean_allocator, peak_rss_mb, release_during_backward, release_free_memory, rss_mb
 from training.metrics import MetricsLog, plot_metrics
 from training.rollout import SamplingParams
 from training.logprobs import common_prefix_len, full_logprobs, shared_groups, shared_prompt_logprobs
@@ -657,7 +657,7 @@ class GRPOTrainer:
         t0 = time.perf_counter()
         samples, stats = self._rollout_phase()
         release_free_memory()
-        rss_rollout = _rss_mb()
+        rss_rollout = rss_mb()
         t_gen = time.perf_counter() - t0
         g = cfg.rollout.num_generations
         lc = self.loss_cfg
@@ -698,7 +698,7 @@ class GRPOTrainer:
         record.update(stats)
         record.update(loss_stats)
         record.update(
-            rss_mb=_rss_mb(), peak_rss_mb=_peak_rss_mb(), rss_after_rollout_mb=rss_rollout,
+            rss_mb=rss_mb(), peak_rss_mb=peak_rss_mb(), rss_after_rollout_mb=rss_rollout,
             lr=lr, gen_time_s=t_gen, train_time_s=step_time - t_gen, step_time_s=step_time,
             tokens=float(n_tokens), tokens_per_s=n_tokens / step_time if step_time > 0 else 0.0,
             cursor=self.cursor,
@@ -1028,20 +1028,6 @@ class GRPOTrainer:
                 write_best(self.ckpt_root, self.best)
         self.dist.barrier()
         return path
-
-
-def _rss_mb() -> float:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except OSError:
-        return 0.0
-
-
-def _peak_rss_mb() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _acc(agg: dict[str, list[float]], key: str, value: float, weight: float, add_weight: bool = True) -> None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import os
+import resource
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -115,6 +117,20 @@ def _trim_when_backward_reaches_output(_module: Any, _inputs: Any, output: Any) 
 
 def _trim_hook(grad: Any) -> None:
     release_free_memory()
+
+
+def rss_mb() -> float:
+    """This process's resident memory now, in MiB (0.0 where /proc is unavailable)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return 0.0
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far, in MiB (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 class _MallInfo2(ctypes.Structure):
