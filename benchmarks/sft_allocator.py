@@ -1,24 +1,38 @@
-"""The SFT stage's step time and resident memory under three allocator settings, side by side.
+"""The SFT stage's step time and resident memory under allocator settings, and after an evaluation, side by side.
 
     RLVR_THREADS=2 .venv/bin/python benchmarks/sft_allocator.py [--model DIR] [--data DIR] [--steps 24]
     # writes benchmarks/results/sft_allocator.json
 
 Why: a 198-step SFT run on the workplace demonstrations (learn_workplace's SFT settings: packs of 8 sharing their
 system prompt, up to 3072 tokens, bf16 autocast, embeddings and 10 of 30 layers frozen) slowed from 7.7 to
-10.9 s a step as it went, with 16 GB resident for a 135M-parameter model. The data does not get longer, so the
-suspect was glibc's heap: every pack has its own length, so every step allocates activation and logit tensors of
-new sizes, and the freed blocks stay resident and fragment. The GRPO trainer manages its heap (`training.memory`);
-this measures whether `run_sft` should too, before it does. The arms, each in its own process from the same model,
-data and seed (`training.sft.run_sft` as it is, the arm's allocator work done from its per-step log callback):
+10.9 s a step as it went, with 16 GB resident for a 135M-parameter model, and learn_workplace's SFT stage, which
+runs after the base model's evaluation in the same process, took 14.7 s a step. The arms, each in its own process
+from the same model, data and seed (`training.sft.run_sft` as it is, the arm's allocator work done from its
+per-step log callback):
 - "glibc": nothing done (what `run_sft` does);
 - "trim": `malloc_trim` after every optimizer step (`release_free_memory`);
-- "lean": the GRPO trainer's 1 MiB mmap threshold as well, so each large tensor is its own mapping.
-The losses should agree to rounding: the allocator moves memory, not numbers (bf16 kernels may round differently
-on buffers placed differently, so `max_loss_difference` is reported rather than demanded to be 0).
+- "lean": the GRPO trainer's 1 MiB mmap threshold as well, so each large tensor is its own mapping;
+- "hugetlb": glibc asked for transparent huge pages (`GLIBC_TUNABLES=glibc.malloc.hugetlb=1`, set for the child);
+- "eval_first": learn_workplace's order: the base model's greedy evaluation of 48 workplace test tasks (one batch),
+  then SFT, in one process, with the arena cap `training.model.configure_threads` now raises
+  (`training.memory.enough_arenas`);
+- "eval_first_glibc_arenas": the same with the cap set explicitly to glibc's own value (8 arenas per core);
+- "eval_first_untouched": the same with glibc's arena settings never touched, as before the fix.
+Each step's minor page faults are recorded, and the run's voluntary context switches (the sign of threads waiting
+on a lock). The losses should agree to rounding: the allocator moves memory, not numbers (bf16 kernels may round
+differently on buffers placed differently, so `max_loss_difference` is reported rather than demanded to be 0).
 
-Measured (session 35, 24 steps from the base, `sft_allocator.json`): trimming cost 1.16x the step time for 0.95x the
-peak, the lean threshold 1.57x for 0.77x, with the same losses. The peak is each step's own, not leftover heap, so
-`run_sft` leaves glibc alone; the slowdown of the long run is not explained by the heap.
+Measured (session 35, 24 steps from the base): trimming cost 1.16x the step time for 0.95x the peak, the lean
+threshold 1.57x for 0.77x, with the same losses. The peak is each step's own, not leftover heap, so `run_sft`
+leaves glibc's heap alone. Session 36 (all six arms, `sft_allocator.json`; the step times of one arm vary by about
+10% from run to run: trim 1.07x, lean 1.29x, hugetlb 0.89x): the evaluation's cost was the malloc arenas, not the
+heap. With glibc's settings untouched (`--arms glibc,eval_first,eval_first_untouched --result
+benchmarks/results/sft_allocator_eval_first.json`) SFT after the evaluation took 1.47x the step time, with 4.8
+million voluntary context switches against 3,400: after the evaluation's threads had taken glibc's 16 arenas, the
+OpenMP worker shared the main thread's (`training.memory.enough_arenas`, which `configure_threads` now calls);
+with the cap raised, 1.00x. The cap set explicitly to glibc's own 16 showed no contention in its one run: which
+arena a late thread is handed depends on the order threads first allocate, so the default makes sharing possible
+rather than certain, and only a cap above the thread count rules it out.
 """
 
 from __future__ import annotations
@@ -38,7 +52,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 RESULT = ROOT / "benchmarks" / "results" / "sft_allocator.json"
-ARMS = ("glibc", "trim", "lean")
+ARMS = ("glibc", "trim", "lean", "hugetlb", "eval_first", "eval_first_glibc_arenas", "eval_first_untouched")
+HUGETLB = "glibc.malloc.hugetlb=1"  # glibc >= 2.35: malloc asks for transparent huge pages (madvise)
+EVAL_TASKS = 48  # learn_workplace's test sample, evaluated in one batch as its base stage does
 # learn_workplace's record command's SFT flags (the SFT section of its TrainConfig comes from them)
 SFT_FLAGS = ("--part main --tasks 1200 --sft-batch 8 --sft-accum 1 --sft-lr 2e-4 --freeze-layers 10 "
              "--freeze-embeddings").split()
@@ -52,32 +68,64 @@ def arm(name: str, model: str, data: Path, work: Path, steps: int, threads: int)
     from training.model import configure_threads, load_model
     from training.sft import run_sft
 
-    configure_threads(threads)
+    import training.memory
+
+    if name == "eval_first_untouched":  # as before the fix: glibc's arena settings never touched
+        training.memory.enough_arenas = lambda *a, **k: False
+    configure_threads(threads)  # raises glibc's arena cap (training.memory.enough_arenas)
+    if name == "eval_first_glibc_arenas":  # the cap set explicitly to glibc's own value, 8 arenas per core
+        training.memory.enough_arenas(8 * (os.cpu_count() or 1))
     a = lw.build_parser().parse_args(SFT_FLAGS + ["--sft-steps", str(steps), "--work", str(work / name)])
     cfg = lw._config(a, data, threads, "main", a.grpo_reward, a.grpo_steps)
     cfg = cfg.model_copy(update={"sft": cfg.sft.model_copy(update={"max_minutes": None, "save_optimizer": False})})
     m, tok = load_model(model, threads=threads)
-    out: dict = {"arm": name, "step_s": [], "rss_mb": [], "loss": []}
-    last = time.perf_counter()
+    out: dict = {"arm": name, "step_s": [], "rss_mb": [], "loss": [], "step_minor_faults": [],
+                 "glibc_tunables": os.environ.get("GLIBC_TUNABLES", "")}
+    if name.startswith("eval_first"):  # what learn_workplace does before SFT: the base model's greedy evaluation
+        from training.train_eval import greedy_pass_at_1
+
+        t0 = time.perf_counter()
+        r = greedy_pass_at_1(m, tok, cfg, lw.test_sample(data, EVAL_TASKS), batch=EVAL_TASKS)
+        out["eval_s"], out["eval_pass_at_1"] = round(time.perf_counter() - t0, 1), r["pass_at_1"]
+        print(f"{name}: evaluated {EVAL_TASKS} tasks in {out['eval_s']} s", flush=True)
+    last, faults = time.perf_counter(), _minor_faults()
 
     if name == "lean":
         lean_allocator()
 
     def on_log(rec: dict) -> None:  # TRL logs every step (logging_steps=1), after the optimizer step
         nonlocal last
-        if name != "glibc":
+        nonlocal faults
+        if name in ("trim", "lean"):
             release_free_memory()
         if "loss" in rec:
             now = time.perf_counter()
             out["step_s"].append(round(now - last, 2))
             out["rss_mb"].append(round(rss_mb()))
             out["loss"].append(float(rec["loss"]))
-            last = now
+            out["step_minor_faults"].append(_minor_faults() - faults)
+            last, faults = now, _minor_faults()
             print(f"{name} step {len(out['loss'])}/{steps}: {out['step_s'][-1]:.1f} s, rss {out['rss_mb'][-1]} MB, "
                   f"loss {out['loss'][-1]:.4f}", flush=True)
 
     run_sft(cfg, model=m, tokenizer=tok, out_dir=work / name / "sft", on_log=on_log)
-    return {**out, "peak_rss_mb": round(peak_rss_mb()), "minor_faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt}
+    return {**out, "peak_rss_mb": round(peak_rss_mb()), "minor_faults": _minor_faults(), "anon_huge_mb": _anon_huge_mb(),
+            "voluntary_context_switches": resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw}
+
+
+def _minor_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def _anon_huge_mb() -> int:
+    """Resident anonymous memory held in transparent huge pages now (0 where the kernel does not say)."""
+    try:
+        for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
+            if line.startswith("AnonHugePages:"):
+                return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return 0
 
 
 def summary(runs: dict[str, dict]) -> dict:
@@ -122,8 +170,10 @@ def main() -> None:
         build_dataset(data, n=1200, tools="relevant")
     runs = {}
     for name in arms:  # separate processes: the allocator's state is per process
+        env = {**os.environ, "GLIBC_TUNABLES": HUGETLB} if name == "hugetlb" else \
+            {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
         subprocess.run([sys.executable, __file__, "--arm", name, "--model", a.model, "--data", str(data),
-                        "--steps", str(a.steps), "--work", str(a.work)], check=True)
+                        "--steps", str(a.steps), "--work", str(a.work)], check=True, env=env)
         runs[name] = json.loads((a.work / f"{name}.json").read_text())
     losses = {n: r["loss"] for n, r in runs.items()}
     result = {

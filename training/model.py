@@ -39,9 +39,14 @@ def configure_threads(threads: int | None = None) -> int:
 
     Order: the argument, `$RLVR_THREADS`, else 1 on machines with <= 2 cores (measured on the shared 2-core
     machines: one thread per process ran 3-6x faster than two when the other core was busy) and half the cores
-    (at most 8) elsewhere.
+    (at most 8) elsewhere. Also raises glibc's arena cap (`training.memory.enough_arenas`), so that the workers
+    these threads run on never share the main thread's heap lock.
     """
     import torch
+
+    from training.memory import enough_arenas
+
+    enough_arenas()
 
     if threads is None:
         env = os.environ.get("RLVR_THREADS")
