@@ -76,7 +76,7 @@ def test_roomy_allocator_reuses_blocks_while_generating_and_restores_the_lean_se
 
 
 ARENA_SCRIPT = """
-import ctypes, os, sys, tempfile, threading
+import ctypes, os, sys, threading
 sys.path.insert(0, sys.argv[1])
 from training import memory
 from training.model import configure_threads
@@ -101,7 +101,7 @@ for t in threads:
     t.start()
 barrier.wait()
 libc.fopen.restype = ctypes.c_void_p
-path = tempfile.mktemp()
+path = sys.argv[4]
 fp = libc.fopen(path.encode(), b"w")
 libc.malloc_info(0, ctypes.c_void_p(fp))
 libc.fclose(ctypes.c_void_p(fp))
@@ -112,7 +112,7 @@ print(open(path).read().count("<heap nr="))
 """
 
 
-def test_configured_processes_give_each_allocating_thread_its_own_arena():
+def test_configured_processes_give_each_allocating_thread_its_own_arena(tmp_path):
     """glibc's own cap (8 arenas per core) makes later threads share arenas, which made SFT 1.47x slower
     after an in-process evaluation (benchmarks/sft_allocator.py); `configure_threads` raises it."""
     import os
@@ -129,12 +129,13 @@ def test_configured_processes_give_each_allocating_thread_its_own_arena():
     root = str(Path(__file__).resolve().parents[1])
 
     def arenas(mode: str) -> int | None:
-        out = subprocess.run([sys.executable, "-c", ARENA_SCRIPT, root, mode, str(n)], capture_output=True,
+        info = str(tmp_path / f"{mode}.xml")  # malloc_info's report
+        out = subprocess.run([sys.executable, "-c", ARENA_SCRIPT, root, mode, str(n), info], capture_output=True,
                              text=True, check=True).stdout.split()
         return None if out == ["skip"] else int(out[-1])
 
     default, configured = arenas("default"), arenas("configured")
     if default is None:
         pytest.skip("not glibc")
-    assert default == 8 * cores  # the cap: some threads share an arena
+    assert default < n + 1  # glibc's cap (8 per CPU it may run on): some threads share an arena
     assert configured == n + 1  # the main thread's and one per thread
