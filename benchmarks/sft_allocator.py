@@ -64,17 +64,15 @@ def arm(name: str, model: str, data: Path, work: Path, steps: int, threads: int)
     """One arm, in this process: `steps` SFT steps with learn_workplace's SFT section, timed step by step."""
     import learn_workplace as lw
 
-    from training.memory import lean_allocator, peak_rss_mb, release_free_memory, rss_mb
+    from training import memory
     from training.model import configure_threads, load_model
     from training.sft import run_sft
 
-    import training.memory
-
     if name == "eval_first_untouched":  # as before the fix: glibc's arena settings never touched
-        training.memory.enough_arenas = lambda *a, **k: False
-    configure_threads(threads)  # raises glibc's arena cap (training.memory.enough_arenas)
+        memory.enough_arenas = lambda *a, **k: False
+    configure_threads(threads)  # raises glibc's arena cap (memory.enough_arenas)
     if name == "eval_first_glibc_arenas":  # the cap set explicitly to glibc's own value, 8 arenas per core
-        training.memory.enough_arenas(8 * (os.cpu_count() or 1))
+        memory.enough_arenas(8 * (os.cpu_count() or 1))
     a = lw.build_parser().parse_args(SFT_FLAGS + ["--sft-steps", str(steps), "--work", str(work / name)])
     cfg = lw._config(a, data, threads, "main", a.grpo_reward, a.grpo_steps)
     cfg = cfg.model_copy(update={"sft": cfg.sft.model_copy(update={"max_minutes": None, "save_optimizer": False})})
@@ -91,25 +89,24 @@ def arm(name: str, model: str, data: Path, work: Path, steps: int, threads: int)
     last, faults = time.perf_counter(), _minor_faults()
 
     if name == "lean":
-        lean_allocator()
+        memory.lean_allocator()
 
     def on_log(rec: dict) -> None:  # TRL logs every step (logging_steps=1), after the optimizer step
-        nonlocal last
-        nonlocal faults
+        nonlocal last, faults
         if name in ("trim", "lean"):
-            release_free_memory()
+            memory.release_free_memory()
         if "loss" in rec:
-            now = time.perf_counter()
+            now, now_faults = time.perf_counter(), _minor_faults()
             out["step_s"].append(round(now - last, 2))
-            out["rss_mb"].append(round(rss_mb()))
+            out["rss_mb"].append(round(memory.rss_mb()))
             out["loss"].append(float(rec["loss"]))
-            out["step_minor_faults"].append(_minor_faults() - faults)
-            last, faults = now, _minor_faults()
+            out["step_minor_faults"].append(now_faults - faults)
+            last, faults = now, now_faults
             print(f"{name} step {len(out['loss'])}/{steps}: {out['step_s'][-1]:.1f} s, rss {out['rss_mb'][-1]} MB, "
                   f"loss {out['loss'][-1]:.4f}", flush=True)
 
     run_sft(cfg, model=m, tokenizer=tok, out_dir=work / name / "sft", on_log=on_log)
-    return {**out, "peak_rss_mb": round(peak_rss_mb()), "minor_faults": _minor_faults(), "anon_huge_mb": _anon_huge_mb(),
+    return {**out, "peak_rss_mb": round(memory.peak_rss_mb()), "minor_faults": _minor_faults(), "anon_huge_mb": _anon_huge_mb(),
             "voluntary_context_switches": resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw}
 
 
