@@ -72,7 +72,7 @@ def arm(name: str, model: str, data: Path, work: Path, steps: int, threads: int)
         memory.enough_arenas = lambda *a, **k: False
     configure_threads(threads)  # raises glibc's arena cap (memory.enough_arenas)
     if name == "eval_first_glibc_arenas":  # the cap set explicitly to glibc's own value, 8 arenas per core
-        memory.enough_arenas(8 * (os.cpu_count() or 1))
+        memory.enough_arenas(memory.glibc_arena_cap())
     a = lw.build_parser().parse_args(SFT_FLAGS + ["--sft-steps", str(steps), "--work", str(work / name)])
     cfg = lw._config(a, data, threads, "main", a.grpo_reward, a.grpo_steps)
     cfg = cfg.model_copy(update={"sft": cfg.sft.model_copy(update={"max_minutes": None, "save_optimizer": False})})

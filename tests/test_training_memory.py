@@ -76,7 +76,7 @@ def test_roomy_allocator_reuses_blocks_while_generating_and_restores_the_lean_se
 
 
 ARENA_SCRIPT = """
-import ctypes, os, sys, threading
+import ctypes, sys, threading
 sys.path.insert(0, sys.argv[1])
 from training import memory
 from training.model import configure_threads
@@ -115,17 +115,15 @@ print(open(path).read().count("<heap nr="))
 def test_configured_processes_give_each_allocating_thread_its_own_arena(tmp_path):
     """glibc's own cap (8 arenas per core) makes later threads share arenas, which made SFT 1.47x slower
     after an in-process evaluation (benchmarks/sft_allocator.py); `configure_threads` raises it."""
-    import os
     import subprocess
     import sys
     from pathlib import Path
 
     import pytest
 
-    cores = os.cpu_count() or 1
-    n = 8 * cores + 8  # more allocating threads than glibc's own cap allows arenas
+    n = memory.glibc_arena_cap() + 8  # more allocating threads than glibc's own cap allows arenas
     if n + 1 > memory.ARENA_MAX:
-        pytest.skip(f"{cores} cores: glibc's own cap is already {8 * cores} arenas")
+        pytest.skip(f"glibc's own cap is already {memory.glibc_arena_cap()} arenas here")
     root = str(Path(__file__).resolve().parents[1])
 
     def arenas(mode: str) -> int | None:

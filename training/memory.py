@@ -60,6 +60,12 @@ def lean_allocator(threshold: int = 1 << 20) -> bool:
     return True
 
 
+def glibc_arena_cap() -> int:
+    """glibc's own cap on malloc arenas when nothing sets it: 8 per core on 64-bit (it counts the CPUs the
+    process may run on, which `os.cpu_count` approximates)."""
+    return 8 * (os.cpu_count() or 1)
+
+
 def enough_arenas(n: int = ARENA_MAX) -> bool:
     """Set glibc's cap on malloc arenas to `n` or glibc's own (8 per core), whichever is higher, so that torch's
     intra-op worker threads keep arenas of their own. Must run before the process has 9 arenas (glibc fixes the
@@ -76,7 +82,7 @@ def enough_arenas(n: int = ARENA_MAX) -> bool:
     libc = _libc()
     if libc is None or not hasattr(libc, "mallopt"):
         return False
-    return bool(libc.mallopt(M_ARENA_MAX, max(n, 8 * (os.cpu_count() or 1))))
+    return bool(libc.mallopt(M_ARENA_MAX, max(n, glibc_arena_cap())))
 
 
 @contextmanager
