@@ -61,13 +61,13 @@ def plot(rows: list[dict[str, Any]], path: Path) -> Path:
     ax.set_yticks(ys, [(f"{r['label']} (s{r['session']})" if r["session"] else r["label"])
                        + (", SFT only" if r["control"] else "") for r in rows], fontsize=7)
     ax.set_xlabel("the stage minus its SFT model, whole test split (points, paired 95% CI)")
-    ax.set_title("learn_workplace: every stage judged on all test tasks (red: GRPO significantly below SFT; "
-                 "blue square: more SFT instead of GRPO)", fontsize=9)
+    ax.set_title("learn_workplace: every stage judged on all test tasks\n(red: GRPO significantly below SFT; "
+                 "green: significantly above; blue square: more SFT instead of GRPO)", fontsize=9)
     lo = min(r["ci"][0] for r in rows)
     ax.set_xlim(min(lo - 1, -1), max(max(r["ci"][1] for r in rows) + 12, 12))
     fig.tight_layout()
     tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=90)
+    fig.savefig(tmp, dpi=90, bbox_inches="tight")
     plt.close(fig)
     os.replace(tmp, path)
     return path
