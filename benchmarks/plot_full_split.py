@@ -42,6 +42,35 @@ def split_stages(out: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def section_from_diff(diff: dict[str, Any], after: str = "sft_grpo") -> dict[str, Any]:
+    """The numbers a `*_on_full_test_split` section records, derived from the `greedy_episode_diff.py` file it names:
+    passes overall and on the seen and held-out templates, the lost and gained tasks by template, the first-call
+    changes, and learn_workplace's paired bootstrap (`paired_stages`, the same one its timed runs record), `after`
+    naming the later stage (`sft_more` for the more-SFT control). Why: the
+    sections were written from these files; deriving them here lets anyone re-check a section from the repository."""
+    from collections import Counter
+
+    from learn_workplace import paired_stages
+
+    tasks = diff["tasks"]
+    passed = {side: [t["task_id"] for t in tasks if t[side]["passed"]] for side in ("before", "after")}
+    paired = paired_stages([t["task_id"] for t in tasks], {"sft": passed["before"], after: passed["after"]},
+                           "sft", after)
+
+    def count(held_out: bool) -> dict[str, int]:
+        ts = [t for t in tasks if t["held_out_template"] == held_out]
+        return {"n": len(ts), "before": sum(t["before"]["passed"] for t in ts),
+                "after": sum(t["after"]["passed"] for t in ts)}
+
+    def by_template(ids: list[str]) -> dict[str, int]:
+        return dict(Counter(t["template"] for t in tasks if t["task_id"] in set(ids)).most_common())
+
+    return {"n": len(tasks), "passed": {k: len(v) for k, v in passed.items()}, "seen_templates": count(False),
+            "held_out_templates": count(True), "lost_by_template": by_template(paired["lost"]),
+            "gained_by_template": by_template(paired["gained"]), "paired": paired,
+            "first_call_changes": diff["first_call_changes"]}
+
+
 def plot(rows: list[dict[str, Any]], path: Path) -> Path:
     import matplotlib
 

@@ -60,3 +60,26 @@ def test_the_whole_split_chart_reads_every_recorded_stage_and_refuses_one_withou
     broken = {**out, "x_on_full_test_split": {"passed": {"before": 1, "after": 2}, "n": 3}}
     with pytest.raises(ValueError, match="x_on_full_test_split has no paired comparison"):
         split_stages(broken)
+
+
+def test_every_whole_split_section_is_what_its_committed_diff_file_says():
+    """Each `*_on_full_test_split` section's passes, template counts, lost/gained tasks, first-call changes and paired
+    interval, derived again from the `greedy_episode_diff.py` file it names: the issue's verdict rests on these
+    sections, so none may hold a number its own episodes do not give. (A section may record fewer fields: session
+    24's has no by-template counts.)"""
+    import json
+
+    from plot_full_split import RESULT, section_from_diff
+
+    out = json.loads(RESULT.read_text())
+    checked = 0
+    for key, sec in out.items():
+        if not key.endswith("_on_full_test_split"):
+            continue
+        after = sec["paired"]["stages"].split(" - ")[0]
+        derived = section_from_diff(json.loads((ROOT / sec["file"]).read_text()), after=after)
+        for field, value in derived.items():
+            if field in sec:
+                assert sec[field] == value, f"{key}.{field}"
+        checked += 1
+    assert checked >= 25
