@@ -63,7 +63,8 @@ def section_from_diff(diff: dict[str, Any], after: str = "sft_grpo") -> dict[str
                 "after": sum(t["after"]["passed"] for t in ts)}
 
     def by_template(ids: list[str]) -> dict[str, int]:
-        return dict(Counter(t["template"] for t in tasks if t["task_id"] in set(ids)).most_common())
+        wanted = set(ids)
+        return dict(Counter(t["template"] for t in tasks if t["task_id"] in wanted).most_common())
 
     return {"n": len(tasks), "passed": {k: len(v) for k, v in passed.items()}, "seen_templates": count(False),
             "held_out_templates": count(True), "lost_by_template": by_template(paired["lost"]),
