@@ -23,6 +23,19 @@ from transformers.cache_utils import DynamicLayer
 SPARE_TOKENS = 256  # room added at each growth: one copy per 256 decoded tokens instead of one per token
 
 
+def attended_dtype(t: torch.Tensor) -> torch.dtype:
+    """The dtype attention reads `t` in: autocast's when it is on for `t`'s device, else `t`'s own.
+
+    Why: under bf16 autocast SmolLM2's keys leave the rotary embedding in float32 (the cos/sin tables are float32)
+    while its values are bf16, and autocast's attention casts both to bf16 at every call -- a copy of every
+    layer's whole key cache at every decoded token. Kept in bf16, the cache holds exactly what attention reads,
+    at half the bytes."""
+    dev = t.device.type
+    if t.is_floating_point() and torch.is_autocast_enabled(dev):
+        return torch.get_autocast_dtype(dev)
+    return t.dtype
+
+
 class GrowingLayer(DynamicLayer):
     """A `DynamicLayer` whose keys/values are views of a buffer with spare token slots.
 
@@ -43,13 +56,13 @@ class GrowingLayer(DynamicLayer):
 
     def _regrow(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         """A new buffer holding what the layer caches now (none: empty) with room for the incoming tokens plus
-        SPARE_TOKENS; shapes and dtypes follow the cached tensors, or the incoming ones when nothing is cached."""
+        SPARE_TOKENS; shapes follow the cached tensors, or the incoming ones when nothing is cached; dtypes are `attended_dtype`'s."""
         held = self.keys is not None and self.keys.numel() > 0
         n = self.keys.shape[-2] if held else 0
         src_k, src_v = (self.keys, self.values) if held else (key_states, value_states)
         capacity = n + key_states.shape[-2] + SPARE_TOKENS
-        self._kbuf = src_k.new_empty((*src_k.shape[:2], capacity, src_k.shape[-1]))
-        self._vbuf = src_v.new_empty((*src_v.shape[:2], capacity, src_v.shape[-1]))
+        self._kbuf = src_k.new_empty((*src_k.shape[:2], capacity, src_k.shape[-1]), dtype=attended_dtype(src_k))
+        self._vbuf = src_v.new_empty((*src_v.shape[:2], capacity, src_v.shape[-1]), dtype=attended_dtype(src_v))
         if n:
             self._kbuf[..., :n, :].copy_(self.keys)
             self._vbuf[..., :n, :].copy_(self.values)

@@ -1,0 +1,58 @@
+"""Rows of a sampling batch's KV cache set aside while the rest decode, and put back in order afterwards.
+
+Why: a batch decodes until its longest reply ends. In the workplace GRPO stage half of the row-steps of a turn were
+rows that had already ended (SmolLM2-135M, 32 episodes, turns of 84-128 decode steps whose replies averaged 42-56
+tokens), and every one of them still ran through the model: its attention read the row's whole cache, the largest
+cost of a decode step on a CPU. `park` moves the ended rows' keys, values and mask out of the cache, so the next
+steps compute only the rows still sampling; `merge` lays every part back into one cache in the caller's row order,
+left-padded to a common width (masked columns, which attention skips and position ids do not count), so the next
+turn continues every row exactly as if it had stayed in the batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+Tensor = torch.Tensor
+
+
+@dataclass
+class ParkedRows:
+    """Some rows of a cache: their indices in the caller's batch, each layer's (keys, values), their mask."""
+
+    rows: Tensor
+    layers: list[tuple[Tensor, Tensor]]
+    attn: Tensor
+
+
+def take_rows(cache: Any, attn: Tensor, idx: Tensor, rows: Tensor) -> ParkedRows:
+    """A copy of rows `idx` of `cache` and `attn`; `rows` are their indices in the caller's batch."""
+    return ParkedRows(rows, [(layer.keys[idx], layer.values[idx]) for layer in cache.layers], attn[idx])
+
+
+def merge(cache: Any, attn: Tensor, rows: Tensor, parked: list[ParkedRows]) -> Tensor:
+    """Put `parked` back into `cache` (whose rows are `rows` of the caller's batch) and return the merged mask.
+
+    Every part is left-padded to the widest with masked, zero columns; the merged rows are in the caller's order
+    (0..B-1). The cache's layers get new tensors, which `training.kv_cache.GrowingLayer` adopts on its next update."""
+    if not parked:
+        return attn
+    parts = [ParkedRows(rows, [(layer.keys, layer.values) for layer in cache.layers], attn), *parked]
+    width = max(p.attn.shape[1] for p in parts)
+    order = torch.argsort(torch.cat([p.rows for p in parts]))
+
+    def pad(x: Tensor, dim: int) -> Tensor:
+        extra = width - x.shape[dim]
+        if not extra:
+            return x
+        shape = list(x.shape)
+        shape[dim] = extra
+        return torch.cat([x.new_zeros(shape), x], dim=dim)
+
+    for i, layer in enumerate(cache.layers):
+        layer.keys = torch.cat([pad(p.layers[i][0], -2) for p in parts])[order]
+        layer.values = torch.cat([pad(p.layers[i][1], -2) for p in parts])[order]
+    return torch.cat([pad(p.attn, 1) for p in parts])[order]
