@@ -1,8 +1,9 @@
 """Rollouts: sample G completions per prompt, batched, with a KV cache, recording each token's log-prob as it is
 sampled.
 
-Why our own sampling loop rather than `model.generate`: the loop is twenty lines, keeps only the sampled token's
-log-prob (not T x B x vocab logits), stops as soon as every row has ended, draws from a seeded `torch.Generator`
+Why our own sampling loop rather than `model.generate`: the loop keeps only the sampled token's log-prob (not T x B x
+vocab logits), lets ended rows leave the batch (`training.kv_rows`) and stops as soon as every row has ended, keeps
+the KV state for the next turn of a multi-turn episode, draws from a seeded `torch.Generator`
 (so a resumed run samples exactly what the uninterrupted run would have), and uses position ids derived from the
 attention mask, the same ones the training forward uses, so generation-time and training-time log-probs agree.
 
