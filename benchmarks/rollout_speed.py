@@ -90,7 +90,7 @@ def run_tree(src: Path, a: argparse.Namespace) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, required=True, help="a learn_workplace data folder (train/test parquet, world)")
+    ap.add_argument("--data", type=Path, required=True, help="a learn_workplace data folder (parquets, world)")
     ap.add_argument("--model", default="default", help="the policy both trees sample from (an SFT model folder)")
     ap.add_argument("--baseline", default=BASELINE, help="the commit compared against")
     ap.add_argument("--repeats", type=int, default=2)
@@ -113,7 +113,8 @@ def main() -> None:
             for name, src in (("baseline", base), ("ours", ROOT)):
                 runs[name].append(run_tree(src, a))
                 r = runs[name][-1]
-                print(f"{name} {i + 1}: sampled {r['sampled']['seconds']} s, greedy {r['greedy']['seconds']} s", flush=True)
+                print(f"{name} {i + 1}: sampled {r['sampled']['seconds']} s, greedy {r['greedy']['seconds']} s",
+                      flush=True)
     finally:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], capture_output=True)
 

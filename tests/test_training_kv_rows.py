@@ -68,12 +68,11 @@ def test_ended_rows_leave_the_batch_and_each_row_decodes_as_if_they_had_stayed(m
     st = copy.copy(state)
     st.cache = copy.deepcopy(state.cache)
     new = [s[f:] for s, f in zip(streams, fed)]
-    (t2, m2, lp2, _), _ = continue_tokens(model, st, new, SamplingParams(max_new_tokens=4, temperature=0.0),
-                                          eos_ids={-1}, pad_id=tok.pad_token_id)
+    four = SamplingParams(max_new_tokens=4, temperature=0.0)
+    (t2, m2, lp2, _), _ = continue_tokens(model, st, new, four, eos_ids={-1}, pad_id=tok.pad_token_id)
     for r, s in enumerate(streams):
         fresh_ids, fresh_mask = left_pad([s], tok.pad_token_id)
-        t_ref, _, lp_ref, _ = sample_tokens(model, fresh_ids, fresh_mask, SamplingParams(max_new_tokens=4, temperature=0.0),
-                                            eos_ids={-1}, pad_id=tok.pad_token_id)
+        t_ref, _, lp_ref, _ = sample_tokens(model, fresh_ids, fresh_mask, four, eos_ids={-1}, pad_id=tok.pad_token_id)
         assert t2[r].tolist() == t_ref[0].tolist(), f"row {r} continued differently after the merge"
         assert torch.allclose(lp2[r], lp_ref[0], atol=1e-4)
 

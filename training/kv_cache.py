@@ -56,7 +56,8 @@ class GrowingLayer(DynamicLayer):
 
     def _regrow(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         """A new buffer holding what the layer caches now (none: empty) with room for the incoming tokens plus
-        SPARE_TOKENS; shapes follow the cached tensors, or the incoming ones when nothing is cached; dtypes are `attended_dtype`'s."""
+        SPARE_TOKENS; shapes follow the cached tensors, or the incoming ones when nothing is cached; the dtype is
+        `attended_dtype`'s."""
         held = self.keys is not None and self.keys.numel() > 0
         n = self.keys.shape[-2] if held else 0
         src_k, src_v = (self.keys, self.values) if held else (key_states, value_states)

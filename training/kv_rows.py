@@ -1,10 +1,11 @@
 """Rows of a sampling batch's KV cache set aside while the rest decode, and put back in order afterwards.
 
-Why: a batch decodes until its longest reply ends. In the workplace GRPO stage half of the row-steps of a turn were
-rows that had already ended (SmolLM2-135M, 32 episodes, turns of 84-128 decode steps whose replies averaged 42-56
-tokens), and every one of them still ran through the model: its attention read the row's whole cache, the largest
-cost of a decode step on a CPU. `park` moves the ended rows' keys, values and mask out of the cache, so the next
-steps compute only the rows still sampling; `merge` lays every part back into one cache in the caller's row order,
+Why: a batch decodes until its longest reply ends. In a workplace GRPO sampling round (SmolLM2-135M, 32 episodes,
+turns of 81-128 decode steps) 46-74% of a turn's row-steps were rows whose reply had already ended
+(`benchmarks/results/rollout_speed.json`, `turns`), and every one of them still ran through the model: its attention
+read the row's whole cache, the largest cost of a decode step on a CPU. `take_rows` copies the ended rows' keys,
+values and mask out of the cache before the batch drops them, so the next steps compute only the rows still
+sampling; `merge` lays every part back into one cache in the caller's row order,
 left-padded to a common width (masked columns, which attention skips and position ids do not count), so the next
 turn continues every row exactly as if it had stayed in the batch.
 """
