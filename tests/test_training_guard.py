@@ -30,6 +30,12 @@ def test_a_step_is_tried_whole_then_halved():
     assert backtrack_scales(3) == [1.0, 0.5, 0.25, 0.125]
 
 
+# a seed whose sampled groups at SGD 300 hold a difference early and break the held passes with a whole step (seeds
+# 1, 4 and 5 do under the inverse-CDF sampler of training.rollout.sample_from; 0, 2 and 3 keep 0-2 groups a step,
+# whose updates leave every held decision as it was)
+BREAKING_SEED = 4
+
+
 def _reward_file(tmp_path: Path) -> Path:
     """An addition passes when the reply holds no letter (the random model's greedy replies do: it writes newlines,
     so the starting policy has passes to hold); a subtraction scores half its share of letters (as the tiny config's
@@ -70,7 +76,7 @@ def test_keep_decisions_cuts_a_step_back_until_the_held_greedy_passes_reproduce_
     from training.grpo import GRPOTrainer
 
     guard = {"by": "op", "per_group": 4, "backtrack": 2, "keep": "decisions"}
-    guarded = _cfg(tmp_path / "g", 300.0, guard)
+    guarded = _cfg(tmp_path / "g", 300.0, guard, seed=BREAKING_SEED)
     trainer = GRPOTrainer(guarded)
     trainer.train()
     held = read_held(Path(guarded.output_dir))
@@ -90,7 +96,7 @@ def test_keep_decisions_cuts_a_step_back_until_the_held_greedy_passes_reproduce_
     assert count_flips(held.episodes, leads) == 0
 
     # the same run without the guard changes them: the check above could fail
-    free = _cfg(tmp_path / "f", 300.0, None)
+    free = _cfg(tmp_path / "f", 300.0, None, seed=BREAKING_SEED)
     unguarded = GRPOTrainer(free)
     unguarded.train()
     changed = _greedy_completions(unguarded.model, unguarded.tok, free, ids)
@@ -102,7 +108,7 @@ def test_keep_passes_cuts_a_step_back_until_the_held_tasks_still_pass_and_holds_
     from training.scoring import load_reward
     from training.train_eval import greedy_pass_at_1
 
-    guarded = _cfg(tmp_path / "g", 300.0, {"by": "op", "per_group": 4, "backtrack": 2}, steps=6)
+    guarded = _cfg(tmp_path / "g", 300.0, {"by": "op", "per_group": 4, "backtrack": 2}, steps=6, seed=BREAKING_SEED)
     trainer = GRPOTrainer(guarded)
     trainer.train()
     held = read_held(Path(guarded.output_dir))
@@ -116,7 +122,7 @@ def test_keep_passes_cuts_a_step_back_until_the_held_tasks_still_pass_and_holds_
     after = greedy_pass_at_1(trainer.model, trainer.tok, guarded, tasks, reward=reward)
     assert after["passed"] == len(tasks) == held.passed
 
-    free = _cfg(tmp_path / "f", 300.0, None, steps=6)
+    free = _cfg(tmp_path / "f", 300.0, None, steps=6, seed=BREAKING_SEED)
     unguarded = GRPOTrainer(free)
     unguarded.train()
     broken = greedy_pass_at_1(unguarded.model, unguarded.tok, free, tasks, reward=reward)
@@ -220,7 +226,7 @@ def test_the_cli_says_what_the_guard_held_and_did(tmp_path):
 
     cfg = _tiny_yaml(tmp_path, steps=2, batch_size=8, rollout__max_new_tokens=12, overlong__buffer_tokens=2,
                      reward__function=f"{_reward_file(tmp_path)}:by_op", optim__optimizer="sgd", optim__lr=300.0,
-                     optim__max_grad_norm=None, guard={"by": "op", "per_group": 2, "backtrack": 1})
+                     optim__max_grad_norm=None, guard={"by": "op", "per_group": 2, "backtrack": 1}, seed=BREAKING_SEED)
     out = CliRunner().invoke(app, ["train", str(cfg), "--no-register"])
     assert out.exit_code == 0, out.output
     text = " ".join(out.output.split())
