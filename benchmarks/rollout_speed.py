@@ -1,6 +1,6 @@
 """Workplace rollouts with this tree's sampling code vs an earlier commit's, side by side in one run.
 
-    RLVR_THREADS=2 .venv/bin/python benchmarks/rollout_speed.py --data /tmp/lwV/data-relevant --model /tmp/lwV/sft
+    RLVR_THREADS=2 .venv/bin/python benchmarks/rollout_speed.py --data /tmp/lwU/data-relevant --model /tmp/lwU/sft
     # writes benchmarks/results/rollout_speed.json
 
 Both trees run the same two jobs from the same model, each in its own process, alternating (baseline, ours,
@@ -89,6 +89,9 @@ def run_tree(src: Path, a: argparse.Namespace) -> dict:
 
 
 def main() -> None:
+    sys.path.insert(0, str(ROOT))
+    from rewards.atomic_write import atomic_write_text
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, required=True, help="a learn_workplace data folder (parquets, world)")
     ap.add_argument("--model", default="default", help="the policy both trees sample from (an SFT model folder)")
@@ -137,10 +140,7 @@ def main() -> None:
                          for job in ("sampled", "greedy")},
         "greedy_same_episode": sum(same[t] == mine.get(t) for t in same), "greedy_tasks": len(same),
     }
-    a.result.parent.mkdir(parents=True, exist_ok=True)
-    tmp = a.result.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1))
-    tmp.replace(a.result)
+    atomic_write_text(a.result, json.dumps(result, indent=1))
     print(json.dumps(result["tokens_per_s"]), f"same greedy episode on {result['greedy_same_episode']}/{len(same)}")
 
 

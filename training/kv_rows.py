@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 Tensor = torch.Tensor
 
@@ -45,15 +46,10 @@ def merge(cache: Any, attn: Tensor, rows: Tensor, parked: list[ParkedRows]) -> T
     width = max(p.attn.shape[1] for p in parts)
     order = torch.argsort(torch.cat([p.rows for p in parts]))
 
-    def pad(x: Tensor, dim: int) -> Tensor:
-        extra = width - x.shape[dim]
-        if not extra:
-            return x
-        shape = list(x.shape)
-        shape[dim] = extra
-        return torch.cat([x.new_zeros(shape), x], dim=dim)
+    def kv(x: Tensor) -> Tensor:  # (rows, heads, tokens, dim): zero columns before the tokens
+        return F.pad(x, (0, 0, width - x.shape[-2], 0))
 
     for i, layer in enumerate(cache.layers):
-        layer.keys = torch.cat([pad(p.layers[i][0], -2) for p in parts])[order]
-        layer.values = torch.cat([pad(p.layers[i][1], -2) for p in parts])[order]
-    return torch.cat([pad(p.attn, 1) for p in parts])[order]
+        layer.keys = torch.cat([kv(p.layers[i][0]) for p in parts])[order]
+        layer.values = torch.cat([kv(p.layers[i][1]) for p in parts])[order]
+    return torch.cat([F.pad(p.attn, (width - p.attn.shape[1], 0)) for p in parts])[order]
