@@ -18,6 +18,7 @@ the rollout decides how many steps fit in the 60-minute run. The baseline is the
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -70,8 +71,6 @@ def turn_stats(samples: list) -> list[dict]:
     """Per turn of a batched rollout: the episodes still running, their replies' tokens in all, the longest reply
     (the steps the turn decodes) and the share of row-steps that a batch keeping every row computes for rows whose
     reply has ended (what `training.kv_rows` leaves out)."""
-    import itertools
-
     turns: dict[int, list[int]] = {}
     for s in samples:
         runs = [len(list(g)) for k, g in itertools.groupby(s.loss_mask) if k == 1]
@@ -82,10 +81,13 @@ def turn_stats(samples: list) -> list[dict]:
 
 
 def run_tree(src: Path, a: argparse.Namespace) -> dict:
-    out = Path(tempfile.mkstemp(suffix=".json")[1])
-    cmd = [sys.executable, __file__, "--worker", str(src), "--data", str(a.data), "--model", a.model, "--out", str(out)]
-    subprocess.run(cmd, check=True, env={**os.environ, "RLVR_THREADS": str(a.threads)})
-    return json.loads(out.read_text())
+    """One tree's jobs in a fresh process (its own imports of `training`), read back from the JSON it writes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "run.json"
+        cmd = [sys.executable, __file__, "--worker", str(src), "--data", str(a.data), "--model", a.model,
+               "--out", str(out)]
+        subprocess.run(cmd, check=True, env={**os.environ, "RLVR_THREADS": str(a.threads)})
+        return json.loads(out.read_text())
 
 
 def main() -> None:
