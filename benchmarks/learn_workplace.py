@@ -311,7 +311,7 @@ def _config(a: argparse.Namespace, data: Path, threads: int, run: str, reward: s
                   **({"betas": SFT_BETAS} if a.grpo_sft_moments != "none" and grpo_stage else {})},
         "sft": {"data_path": str(data / "demonstrations.jsonl"), "max_steps": a.sft_steps, "epochs": a.sft_epochs,
                 "lr": a.sft_lr, "batch_size": a.sft_batch, "gradient_accumulation_steps": a.sft_accum,
-                "max_length": 3072, "shared_prefix": True,
+                "max_length": 3072, "shared_prefix": True, "pack_length_window": a.sft_length_window,
                 "scheduler": "cosine", "warmup_ratio": 0.05, "max_minutes": a.sft_minutes,
                 "save_optimizer": True},
         "checkpoint": {"every": 1000, "keep": 1, "keep_best": bool(grpo_stage and a.grpo_eval_tasks)},
@@ -667,6 +667,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--sft-accum", type=int, default=2)
     ap.add_argument("--sft-lr", type=float, default=1e-4)
     ap.add_argument("--sft-minutes", type=float, default=22.0, help="SFT wall-time cap")
+    ap.add_argument("--sft-length-window", type=int, default=0,
+                    help="sft.pack_length_window: each run of this many packs' rows sorted by length before cutting "
+                         "(less padding, so more SFT steps in the same minutes); 0: rows in shuffled order")
     ap.add_argument("--grpo-steps", type=int, default=40, help="at most; the time budget decides")
     ap.add_argument("--grpo-batch", type=int, default=8, help="episodes per step (--grpo-group per prompt)")
     ap.add_argument("--grpo-group", type=int, default=4, help="rollout.num_generations: episodes per prompt")
@@ -831,7 +834,8 @@ def main() -> None:
                                 "decoder layers fixed (SFT and GRPO)",
                       "sft": f"full fine-tune, shared-prefix batches of "
                       f"{a.sft_batch} x {a.sft_accum} accumulation, lr {a.sft_lr} cosine, {a.sft_epochs} epochs "
-                      f"(or {a.sft_steps} steps), at most {a.sft_minutes} min",
+                      f"(or {a.sft_steps} steps), at most {a.sft_minutes} min"
+                      + (f", rows sorted by length in windows of {a.sft_length_window} packs" if a.sft_length_window else ""),
                       **_grpo_record(a),
                       "max_turns": a.max_turns, "max_new_tokens": a.max_new_tokens, "precision": a.precision,
                       "torch_threads": threads, "cpu_count": os.cpu_count()},

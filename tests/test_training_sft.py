@@ -112,6 +112,29 @@ def test_recurring_openings_still_fill_every_pack():
         sorted(tuple(r["input_ids"]) for r in rows)  # every row exactly once, prefix + own tokens intact
 
 
+def test_length_windows_pad_less_and_keep_every_row_once():
+    """Sorting windows of rows by length before cutting packs must cut the padding the packs compute without
+    dropping, repeating or altering any row, and stay reproducible by seed."""
+    _, tok = _tiny()
+    convs = [[{"role": "system", "content": "You are a calculator."},
+              {"role": "user", "content": "Add " + " plus ".join(str(j) for j in range(1 + i % 7 * 5))},
+              {"role": "assistant", "content": str(i)}] for i in range(48)]
+    rows = [tokenize_with_assistant_mask(tok, d, 4096) for d in convs]
+
+    def padding(packs):
+        return sum(max(map(len, p["row_ids"])) * len(p["row_ids"]) - sum(map(len, p["row_ids"])) for p in packs)
+
+    plain, windowed = build_packs(rows, batch=4, seed=0), build_packs(rows, batch=4, seed=0, length_window=4)
+    assert padding(windowed) < padding(plain) / 2, (padding(windowed), padding(plain))
+    assert [len(p["row_ids"]) for p in windowed] == [4] * 12
+    assert sorted(tuple(p["prefix_ids"]) + tuple(r) for p in windowed for r in p["row_ids"]) == \
+        sorted(tuple(r["input_ids"]) for r in rows)
+    assert windowed == build_packs(rows, batch=4, seed=0, length_window=4)
+    with pytest.raises(ValueError, match="pack_length_window orders the rows of shared-prefix packs"):
+        from schemas.train_config import SFTSection
+        SFTSection(data_path="d.jsonl", pack_length_window=8)
+
+
 @pytest.mark.parametrize("shared_prefix", [True, False])
 def test_sft_through_trl_fits_the_demonstrations(tmp_path, shared_prefix):
     from schemas.train_config import SFTSection

@@ -135,7 +135,7 @@ def run_sft(
     if packed:  # one pack (<= batch_size rows sharing their system prompt) per device batch, see training.sft_packs
         from training.sft_packs import build_packs, collate_pack
 
-        train_rows = build_packs(rows, sec.batch_size, cfg.seed)
+        train_rows = build_packs(rows, sec.batch_size, cfg.seed, sec.pack_length_window)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         extra: dict[str, Any] = {"data_collator": lambda f: collate_pack(f, pad)}
         trainer_cls = _packed_trainer(SFTTrainer, bf16)
