@@ -1,6 +1,6 @@
 """SFT step cost with and without length windows (`sft.pack_length_window`) on the workplace demonstrations.
 
-    RLVR_THREADS=2 .venv/bin/python benchmarks/sft_length_window.py --data /tmp/lwV/data-relevant --packs 6
+    RLVR_THREADS=2 .venv/bin/python benchmarks/sft_length_window.py --data /tmp/lwV/data-relevant --packs 10
 
 A shared-prefix pack pads its rows to its longest; `training.sft_packs.by_length_windows` sorts runs of rows by
 length before the packs are cut. Two numbers per setting: the padded row tokens of the whole epoch (exact, from
@@ -47,6 +47,7 @@ def main() -> None:
 
     import torch
 
+    from rewards.atomic_write import atomic_write_text
     from schemas.train_config import ModelSection
     from studio.workplace_dataset import build_dataset
     from training.model import configure_threads, load_model
@@ -94,10 +95,7 @@ def main() -> None:
     out["epoch_seconds_estimate"] = {k: round(v, 1) for k, v in cost.items()}
     out["padded_tokens_ratio"] = round(w["epoch"]["padded_row_tokens"] / s["epoch"]["padded_row_tokens"], 3)
     out["epoch_time_ratio"] = round(cost[f"window_{a.window}"] / cost["shuffled"], 3)
-    a.result.parent.mkdir(parents=True, exist_ok=True)
-    tmp = a.result.with_suffix(".tmp")
-    tmp.write_text(json.dumps(out, indent=1))
-    tmp.replace(a.result)
+    atomic_write_text(a.result, json.dumps(out, indent=1))
     print(json.dumps({k: out[k] for k in ("padded_tokens_ratio", "epoch_time_ratio", "epoch_seconds_estimate")}))
 
 

@@ -36,6 +36,7 @@ def main() -> None:
     a = ap.parse_args()
     os.environ["RLVR_THREADS"] = str(a.threads)
 
+    from rewards.atomic_write import atomic_write_text
     from studio.workplace_dataset import build_dataset
     from training.config_io import parse_train_config
     from training.model import configure_threads, load_model
@@ -87,10 +88,7 @@ def main() -> None:
     # packs can be short (the last rows of a system prompt), so compare conversation tokens per second
     out["speedup"] = round(r["packed"]["tokens_per_s"] / r["trl_batches"]["tokens_per_s"], 2)
     out["frozen_speedup_over_packed"] = round(r["packed_frozen"]["tokens_per_s"] / r["packed"]["tokens_per_s"], 2)
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    tmp = RESULT.with_suffix(".tmp")
-    tmp.write_text(json.dumps(out, indent=1))
-    os.replace(tmp, RESULT)
+    atomic_write_text(RESULT, json.dumps(out, indent=1))
     print(json.dumps({k: out[k] for k in ("speedup", "frozen_speedup_over_packed", "tokens_per_demo",
                                           "system_tokens_per_demo")}))
 
